@@ -1,0 +1,50 @@
+"""Figure helpers the chapters share, so every figure has a title, labelled axes and a colour bar."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import torch
+
+
+def heatmap(
+    table: torch.Tensor,
+    *,
+    title: str,
+    xlabel: str = "channel",
+    ylabel: str = "position",
+    ax=None,
+    cmap: str = "RdBu_r",
+    symmetric: bool = True,
+    colorbar_label: str = "value",
+):
+    """Draw a 2-D tensor (rows down the y axis) with a colour bar; returns the axes.
+
+    ``symmetric`` centres the colour scale on zero so that sign is readable.
+    """
+    if table.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D tensor, got shape {tuple(table.shape)}")
+    values = table.detach().float().cpu()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    limit = float(values.abs().max()) or 1.0
+    kwargs = {"vmin": -limit, "vmax": limit} if symmetric else {}
+    image = ax.imshow(values.numpy(), aspect="auto", cmap=cmap, interpolation="nearest", **kwargs)
+    ax.figure.colorbar(image, ax=ax, label=colorbar_label)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    return ax
+
+
+def line_plot(x, curves: dict, *, title: str, xlabel: str, ylabel: str, ax=None, logy: bool = False, **style):
+    """Plot several named curves over the same ``x``; returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    for label, y in curves.items():
+        y = y.detach().cpu() if isinstance(y, torch.Tensor) else y
+        ax.plot(x.cpu() if isinstance(x, torch.Tensor) else x, y, label=label, **style)
+    if logy:
+        ax.set_yscale("log")
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    if len(curves) > 1:
+        ax.legend()
+    ax.grid(alpha=0.3)
+    return ax
