@@ -5,12 +5,19 @@ Every chapter imports what it runs from here; the modules are small and each
 holds one idea:
 
 - ``absolute``     integer, binary, sinusoidal and learned tables (chapters 2-4)
-- ``attention``    reference scaled dot-product attention (chapter 1 on)
+- ``symbolic``     sympy derivations: the shift matrix, RoPE's relative property (chapters 5-6)
+- ``rope``         rotary position embedding, both pairings, partial and n-D (chapter 6)
+- ``alibi``        ALiBi slopes and biases (chapter 7)
+- ``relative``     Shaw clipped embeddings, T5 buckets, contextual positions (chapter 8)
+- ``attention``    attention with a pluggable position scheme: naive, SDPA and Flex kernels
 - ``equivariance`` why attention needs positions (chapter 1)
+- ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)
 - ``bench``        timing with device metadata, bandwidth, recorded results
+- ``benchmarks``   the chapters' timing suites, runnable to record GPU results
 - ``plots``        figure helpers the chapters share
 """
 
+from . import symbolic
 from .absolute import (
     LearnedPositionalEmbedding,
     binary_encoding,
@@ -21,19 +28,94 @@ from .absolute import (
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
 )
-from .attention import attention_weights, dot_product_attention
+from .alibi import alibi_bias, alibi_slopes
+from .attention import (
+    AbsolutePosition,
+    ALiBiPosition,
+    AttentionConfig,
+    ContextualPosition,
+    MultiHeadAttention,
+    NoPosition,
+    PositionScheme,
+    RotaryPosition,
+    ShawPosition,
+    T5Position,
+    attend,
+    attention_weights,
+    dot_product_attention,
+    flex_available,
+    padding_mask,
+)
+from .relative import (
+    ContextualPositionBias,
+    ShawRelativePosition,
+    T5RelativeBias,
+    cope_positions,
+    shaw_relative_scores,
+    t5_relative_position_bucket,
+)
+from .rope import (
+    Pairing,
+    RotaryEmbedding,
+    apply_rope,
+    apply_rope_complex,
+    apply_rope_matrix,
+    apply_rope_nd,
+    convert_pairing,
+    grid_positions,
+    pairing_permutation,
+    rope_angles,
+    rope_decay_curve,
+    rope_frequencies,
+    rope_matrix,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALiBiPosition",
+    "AbsolutePosition",
+    "AttentionConfig",
+    "ContextualPosition",
+    "ContextualPositionBias",
     "LearnedPositionalEmbedding",
+    "MultiHeadAttention",
+    "NoPosition",
+    "Pairing",
+    "PositionScheme",
+    "RotaryEmbedding",
+    "RotaryPosition",
+    "ShawPosition",
+    "ShawRelativePosition",
+    "T5Position",
+    "T5RelativeBias",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "apply_rope_complex",
+    "apply_rope_matrix",
+    "apply_rope_nd",
+    "attend",
     "attention_weights",
     "binary_encoding",
+    "convert_pairing",
+    "cope_positions",
     "dot_product_attention",
+    "flex_available",
+    "grid_positions",
     "integer_encoding",
     "neighbour_distances",
+    "padding_mask",
+    "pairing_permutation",
+    "rope_angles",
+    "rope_decay_curve",
+    "rope_frequencies",
+    "rope_matrix",
+    "shaw_relative_scores",
     "sinusoidal_at",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",
+    "symbolic",
+    "t5_relative_position_bucket",
 ]

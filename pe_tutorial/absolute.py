@@ -34,7 +34,9 @@ __all__ = [
 ]
 
 
-def integer_encoding(num_positions: int, dim: int = 1, *, normalize: bool = False) -> torch.Tensor:
+def integer_encoding(
+    num_positions: int, dim: int = 1, *, normalize: bool = False, device: torch.device | str | None = None
+) -> torch.Tensor:
     """The position itself as the encoding: ``PE[p, :] = p`` (chapter 2).
 
     With ``normalize=True`` the positions are squeezed into [0, 1] as
@@ -45,14 +47,16 @@ def integer_encoding(num_positions: int, dim: int = 1, *, normalize: bool = Fals
     """
     require_positive_int(num_positions, "num_positions")
     require_positive_int(dim, "dim")
-    positions = torch.arange(num_positions, dtype=torch.int64).to(torch.float32)
+    positions = torch.arange(num_positions, dtype=torch.int64, device=device).to(torch.float32)
     if normalize:
         # p / (T - 1); a one-token sequence sits at 0
         positions = positions / max(num_positions - 1, 1)
     return positions[:, None].expand(num_positions, dim).clone()
 
 
-def binary_encoding(num_positions: int, num_bits: int | None = None) -> torch.Tensor:
+def binary_encoding(
+    num_positions: int, num_bits: int | None = None, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Bits of the position, least significant first: ``PE[p, b] = (p >> b) & 1`` (chapter 3).
 
     ``num_bits`` defaults to the fewest bits that give every position its own
@@ -70,8 +74,8 @@ def binary_encoding(num_positions: int, num_bits: int | None = None) -> torch.Te
             f"num_bits={num_bits} gives only {2 ** num_bits} codes, too few for {num_positions} positions; "
             f"use num_bits >= {needed} (or leave it as None)"
         )
-    positions = torch.arange(num_positions, dtype=torch.int64)
-    bits = torch.arange(num_bits, dtype=torch.int64)
+    positions = torch.arange(num_positions, dtype=torch.int64, device=device)
+    bits = torch.arange(num_bits, dtype=torch.int64, device=device)
     # (T, 1) >> (1, B), then keep the lowest bit
     return ((positions[:, None] >> bits[None, :]) & 1).to(torch.float32)
 
@@ -103,16 +107,19 @@ def sinusoidal_at(positions: torch.Tensor, dim: int, *, base: float = 10000.0) -
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # S + (D,)
 
 
-def sinusoidal_encoding(num_positions: int, dim: int, *, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_encoding(
+    num_positions: int, dim: int, *, base: float = 10000.0, device: torch.device | str | None = None
+) -> torch.Tensor:
     """The sinusoidal table of Vaswani et al. (2017), shape ``(num_positions, dim)``, float32.
 
     ``PE[p, 2i] = sin(p / base ** (2i / dim))``,
     ``PE[p, 2i + 1] = cos(p / base ** (2i / dim))``.
 
     ``dim`` must be even: every frequency owns a (sin, cos) pair of channels.
+    The table is built on ``device`` (default: the CPU).
     """
     require_positive_int(num_positions, "num_positions")
-    return sinusoidal_at(torch.arange(num_positions), dim, base=base)
+    return sinusoidal_at(torch.arange(num_positions, device=device), dim, base=base)
 
 
 def sinusoidal_shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch.Tensor:

@@ -66,6 +66,7 @@ def equivariance_gap(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
     """
     if sorted(perm.tolist()) != list(range(x.shape[-2])):
         raise ValueError(f"perm must be a permutation of range({x.shape[-2]}), got {perm.tolist()}")
-    permuted_then_fn = fn(x[..., perm, :])
-    fn_then_permuted = fn(x)[..., perm, :]
+    with torch.no_grad():
+        permuted_then_fn = fn(x[..., perm, :])
+        fn_then_permuted = fn(x)[..., perm, :]
     return float((permuted_then_fn - fn_then_permuted).abs().max())

@@ -1,0 +1,99 @@
+"""ALiBi, attention with linear biases (Press et al., 2022). Explained in ``book/07_alibi``.
+
+ALiBi adds no vector to the embeddings and rotates nothing. It adds a penalty
+to every attention score that grows linearly with the distance between query
+and key, with one slope ``m_h`` per head::
+
+    score[h, i, j] = q_i . k_j / sqrt(D) - m_h * (i - j)      (causal, j <= i)
+    score[h, i, j] = q_i . k_j / sqrt(D) - m_h * |i - j|      (bidirectional)
+
+The slopes form a geometric sequence, so the heads cover a range of
+"attention spans" from very local (large slope) to almost global (small slope).
+
+Query ``i`` and key ``j`` are *absolute* positions in the key sequence: when
+there are fewer queries than keys (decoding with a cache), the queries are the
+last ``q_len`` positions, ``i = (k_len - q_len) + row``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._validation import require_positive_int
+
+__all__ = ["alibi_slopes", "alibi_bias", "query_positions"]
+
+
+def alibi_slopes(num_heads: int) -> torch.Tensor:
+    """The ALiBi slope of every head, float32, shape ``(num_heads,)`` (chapter 7).
+
+    For ``n`` heads, ``n`` a power of two, the slopes are the geometric sequence
+    ``m_h = 2 ** (-8 (h + 1) / n)`` for ``h = 0 .. n - 1``: start and ratio are
+    both ``2 ** (-8 / n)``, so 8 heads get ``1/2, 1/4, ..., 1/256``.
+
+    For other head counts, Press et al. take the ``p`` slopes of the largest
+    power of two ``p < num_heads`` and append every other slope of the
+    sequence for ``2p`` heads, ``2 ** (-4 (2h + 1) / p)`` for
+    ``h = 0 .. num_heads - p - 1``: 12 heads get ``2^-1 .. 2^-8`` and then
+    ``2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5``.
+    """
+    require_positive_int(num_heads, "num_heads")
+    power = 2 ** int(math.floor(math.log2(num_heads)))  # largest power of two <= num_heads
+    h = torch.arange(power, dtype=torch.float64)
+    # m_h = 2^(-8 (h + 1) / p)
+    slopes = 2.0 ** (-8.0 * (h + 1) / power)
+    if power < num_heads:
+        extra = torch.arange(num_heads - power, dtype=torch.float64)
+        # every other slope of the 2p-head sequence: 2^(-8 (2h + 1) / (2p)) = 2^(-4 (2h + 1) / p)
+        slopes = torch.cat((slopes, 2.0 ** (-4.0 * (2 * extra + 1) / power)))
+    return slopes.to(torch.float32)
+
+
+def query_positions(q_len: int, k_len: int, *, device: torch.device | str | None = None) -> torch.Tensor:
+    """Absolute positions of the queries when they are the last ``q_len`` of ``k_len`` keys, ``(q_len,)``.
+
+    ``q_len == k_len`` gives ``0 .. k_len - 1``; one query against a cache of
+    ``k_len`` keys (decoding) sits at ``k_len - 1``. Shared by every relative
+    scheme (ALiBi, T5, Shaw) so they agree on where a query is.
+    """
+    require_positive_int(q_len, "q_len")
+    require_positive_int(k_len, "k_len")
+    if q_len > k_len:
+        raise ValueError(
+            f"q_len={q_len} is larger than k_len={k_len}; the queries must be the last q_len of the keys "
+            "(pass k_len >= q_len, e.g. the cache length plus the new tokens)"
+        )
+    return torch.arange(q_len, device=device) + (k_len - q_len)
+
+
+def alibi_bias(
+    num_heads: int,
+    q_len: int,
+    k_len: int | None = None,
+    *,
+    causal: bool = True,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The ALiBi bias added to the attention scores, float32, shape ``(num_heads, q_len, k_len)`` (chapter 7).
+
+    ``causal=True``: ``bias[h, i, j] = -m_h (i - j)`` for ``j <= i`` and 0 for
+    ``j > i`` (those keys are removed by the causal mask, which this bias does
+    not replace). ``causal=False``: ``bias[h, i, j] = -m_h |i - j|``.
+
+    ``k_len`` defaults to ``q_len``; with ``q_len < k_len`` the queries are the
+    last ``q_len`` positions (``query_positions``), as when decoding.
+    """
+    require_positive_int(num_heads, "num_heads")
+    k_len = q_len if k_len is None else k_len
+    i = query_positions(q_len, k_len, device=device)  # (Tq,)
+    j = torch.arange(k_len, device=device)  # (Tk,)
+    distance = i[:, None] - j[None, :]  # (Tq, Tk), i - j, integers
+    if causal:
+        distance = distance.clamp(min=0)  # future keys (j > i) get 0; the causal mask removes them
+    else:
+        distance = distance.abs()
+    slopes = alibi_slopes(num_heads).to(device)
+    # bias[h, i, j] = -m_h * distance(i, j)
+    return -slopes[:, None, None] * distance.to(torch.float32)[None]  # (H, Tq, Tk)

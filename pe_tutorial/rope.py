@@ -1,0 +1,527 @@
+"""Rotary position embedding, RoPE (Su et al., 2021; RoFormer). Explained in ``book/06_rope``.
+
+RoPE encodes position by *rotating* queries and keys instead of adding a
+vector to the token embeddings. The channels of a head are grouped into
+``head_dim / 2`` pairs; the pair ``i`` of the vector at position ``m`` is turned
+by the angle ``m * theta_i`` with ``theta_i = base ** (-2i / head_dim)``::
+
+    [y_a]   [cos(m theta_i)  -sin(m theta_i)] [x_a]
+    [y_b] = [sin(m theta_i)   cos(m theta_i)] [x_b]
+
+Because rotations compose, ``<R(m) q, R(n) k> = <q, R(n - m) k>``: the
+attention score sees only the relative position ``n - m`` (chapter 5 derives
+the rotation, ``pe_tutorial.symbolic`` proves the identity).
+
+Two conventions decide which channels form a pair (``Pairing``):
+
+- ``"half"``: ``(i, i + D/2)``, as in GPT-NeoX and LLaMA in Hugging Face form;
+- ``"interleaved"``: ``(2i, 2i + 1)``, as in GPT-J and Meta's LLaMA code.
+
+They are the same rotation up to a fixed permutation of the channels
+(``pairing_permutation``), which is what checkpoint converters apply to the
+rows of the query and key projections (``convert_pairing``).
+
+Every function takes ``x`` of shape ``(..., seq, head_dim)`` (the book's layout
+is ``(batch, heads, seq, head_dim)``) and integer positions broadcastable to
+``(..., seq)``. Angles and trigonometry are computed in float32 whatever the
+dtype of ``x``; results come back in ``x``'s dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from ._validation import require_even, require_integer_tensor, require_positive_float, require_positive_int
+from .absolute import sinusoidal_frequencies
+
+__all__ = [
+    "Pairing",
+    "rope_frequencies",
+    "rope_angles",
+    "apply_rope",
+    "rope_matrix",
+    "apply_rope_matrix",
+    "apply_rope_complex",
+    "pairing_permutation",
+    "convert_pairing",
+    "RotaryEmbedding",
+    "grid_positions",
+    "apply_rope_nd",
+    "rope_decay_curve",
+]
+
+Pairing = Literal["half", "interleaved"]  # (i, i + D/2) vs (2i, 2i + 1)
+PAIRINGS: tuple[str, ...] = ("half", "interleaved")
+
+
+# ---------------------------------------------------------------------------
+# argument checks
+# ---------------------------------------------------------------------------
+
+
+def _check_pairing(pairing: str) -> str:
+    if pairing not in PAIRINGS:
+        raise ValueError(
+            f"pairing must be 'half' (pairs (i, i + D/2), GPT-NeoX / Hugging Face LLaMA) or "
+            f"'interleaved' (pairs (2i, 2i + 1), GPT-J / Meta LLaMA), got {pairing!r}"
+        )
+    return pairing
+
+
+def _check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
+    """Return the number of rotated channels: ``rotary_dim``, or all of ``head_dim`` when None."""
+    require_positive_int(head_dim, "head_dim")
+    require_even(head_dim, "head_dim", "for RoPE (each frequency rotates a pair of channels)")
+    if rotary_dim is None:
+        return head_dim
+    require_positive_int(rotary_dim, "rotary_dim")
+    require_even(rotary_dim, "rotary_dim", "for RoPE (each frequency rotates a pair of channels)")
+    if rotary_dim > head_dim:
+        raise ValueError(
+            f"rotary_dim={rotary_dim} is larger than head_dim={head_dim}; "
+            "rotary_dim counts the rotated channels of one head, so use rotary_dim <= head_dim"
+        )
+    return rotary_dim
+
+
+def _check_x(x: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor) or x.ndim < 2:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must be a tensor of shape (..., seq, head_dim), got {shape}")
+    if not x.is_floating_point():
+        raise ValueError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
+
+
+def _resolve_positions(positions: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    """Default ``arange(seq)``; otherwise check that integer ``positions`` broadcast to ``x.shape[:-1]``."""
+    target = tuple(x.shape[:-1])  # (..., T)
+    if positions is None:
+        return torch.arange(x.shape[-2], device=x.device)
+    require_integer_tensor(positions)
+    try:
+        broadcast = tuple(torch.broadcast_shapes(tuple(positions.shape), target))
+    except RuntimeError:
+        broadcast = None
+    if broadcast != target:
+        raise ValueError(
+            f"positions of shape {tuple(positions.shape)} do not broadcast to x's (..., seq) = {target}; "
+            "give one position per token, e.g. torch.arange(seq_len) + offset, or (batch, 1, seq_len) "
+            "per-row positions for x of shape (batch, heads, seq_len, head_dim)"
+        )
+    return positions.to(x.device)
+
+
+# ---------------------------------------------------------------------------
+# frequencies and angles
+# ---------------------------------------------------------------------------
+
+
+def rope_frequencies(head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
+    """RoPE frequencies ``theta_i = base ** (-2i / head_dim)`` for ``i < head_dim / 2``, float32 (chapter 6).
+
+    These are exactly the frequencies of the sinusoidal table of chapter 4
+    (``sinusoidal_frequencies``): RoPE rotates by the same angles that the
+    sinusoidal encoding writes down. ``head_dim=8, base=10000`` gives
+    ``[1, 0.1, 0.01, 0.001]``.
+    """
+    _check_rotary_dim(head_dim, None)
+    require_positive_float(base, "base")
+    return sinusoidal_frequencies(head_dim, base=base)
+
+
+def rope_angles(positions: torch.Tensor, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
+    """Rotation angles ``positions[..., None] * theta``, float32, shape ``positions.shape + (head_dim/2,)``.
+
+    ``positions`` are integers, cast to float32 here (exact below 2**24); the
+    product is formed in float32 whatever dtype the queries have.
+    """
+    require_integer_tensor(positions)
+    inv_freq = rope_frequencies(head_dim, base=base).to(positions.device)
+    # angle_{m,i} = m * theta_i
+    return positions.to(torch.float32)[..., None] * inv_freq  # (..., T, D/2)
+
+
+# ---------------------------------------------------------------------------
+# the vectorised rotation
+# ---------------------------------------------------------------------------
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int) -> torch.Tensor:
+    """Rotate the first ``rotary_dim`` channels of ``x`` by angles whose cos/sin are ``(..., T, R/2)``."""
+    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
+    xf = x_rot.to(torch.float32)
+    if pairing == "half":
+        x1, x2 = xf[..., : rotary_dim // 2], xf[..., rotary_dim // 2 :]  # (..., T, R/2) each
+    else:
+        x1, x2 = xf[..., 0::2], xf[..., 1::2]  # (..., T, R/2) each
+    # (y_a, y_b) = (x_a cos - x_b sin, x_a sin + x_b cos)
+    y1 = x1 * cos - x2 * sin
+    y2 = x1 * sin + x2 * cos
+    if pairing == "half":
+        rotated = torch.cat((y1, y2), dim=-1)  # (..., T, R)
+    else:
+        rotated = torch.stack((y1, y2), dim=-1).flatten(-2)  # (..., T, R/2, 2) -> (..., T, R)
+    rotated = rotated.to(x.dtype)
+    if x_pass.shape[-1] == 0:
+        return rotated
+    return torch.cat((rotated, x_pass), dim=-1)  # partial rotary: the rest passes through
+
+
+def apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+    rotary_dim: int | None = None,
+) -> torch.Tensor:
+    """Rotate queries or keys by their positions: RoPE (Su et al., 2021), chapter 6.
+
+    For every pair ``(a, b)`` of channels (``pairing``) and frequency
+    ``theta_i = base ** (-2i / rotary_dim)``::
+
+        y_a = x_a cos(m theta_i) - x_b sin(m theta_i)
+        y_b = x_a sin(m theta_i) + x_b cos(m theta_i)
+
+    Args:
+        x: ``(..., seq, head_dim)``, e.g. ``(batch, heads, seq, head_dim)``.
+        positions: integer tensor broadcastable to ``(..., seq)``; default
+            ``arange(seq)``. Use ``arange(seq) + offset`` when decoding with a
+            KV cache and ``(batch, 1, seq)`` for per-row positions (left padding).
+        base: the frequency base, > 0.
+        pairing: ``"half"`` pairs ``(i, i + R/2)`` (GPT-NeoX, Hugging Face
+            LLaMA); ``"interleaved"`` pairs ``(2i, 2i + 1)`` (GPT-J, Meta LLaMA).
+        rotary_dim: rotate only the first ``rotary_dim`` channels and pass the
+            rest through (partial rotary, as in GPT-NeoX and GPT-J); default all.
+
+    Returns a tensor like ``x`` (same shape and dtype); the angles and the
+    rotation are computed in float32.
+    """
+    _check_x(x)
+    pairing = _check_pairing(pairing)
+    rotary_dim = _check_rotary_dim(x.shape[-1], rotary_dim)
+    positions = _resolve_positions(positions, x)
+    angles = rope_angles(positions, rotary_dim, base=base)  # (..., T, R/2)
+    return _rotate(x, angles.cos(), angles.sin(), pairing, rotary_dim)
+
+
+# ---------------------------------------------------------------------------
+# teaching versions: the explicit matrix and the complex numbers
+# ---------------------------------------------------------------------------
+
+
+def _pair_indices(rotary_dim: int, pairing: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Channel indices ``(a_i, b_i)`` of each pair: ``(i, i + R/2)`` or ``(2i, 2i + 1)``."""
+    i = torch.arange(rotary_dim // 2)
+    if pairing == "half":
+        return i, i + rotary_dim // 2
+    return 2 * i, 2 * i + 1
+
+
+def rope_matrix(
+    positions: torch.Tensor,
+    head_dim: int,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+    rotary_dim: int | None = None,
+) -> torch.Tensor:
+    """The rotation matrix ``R_m`` of RoPE for each position, ``positions.shape + (head_dim, head_dim)`` (chapter 6).
+
+    ``R_m`` is block diagonal (after grouping each pair's channels together):
+    the block of pair ``i`` is ``[[cos m theta_i, -sin m theta_i], [sin m theta_i, cos m theta_i]]``
+    placed at rows and columns ``(a_i, b_i)``; channels past ``rotary_dim`` get
+    the identity. ``apply_rope(x)[t] == R_{m_t} @ x[t]``. float32.
+    """
+    pairing = _check_pairing(pairing)
+    rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+    angles = rope_angles(positions, rotary_dim, base=base)  # (..., R/2)
+    cos, sin = angles.cos(), angles.sin()
+    matrix = torch.eye(head_dim, dtype=torch.float32, device=angles.device)
+    matrix = matrix.expand(*positions.shape, head_dim, head_dim).clone()  # (..., D, D)
+    a, b = _pair_indices(rotary_dim, pairing)
+    matrix[..., a, a] = cos
+    matrix[..., a, b] = -sin
+    matrix[..., b, a] = sin
+    matrix[..., b, b] = cos
+    return matrix
+
+
+def apply_rope_matrix(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+) -> torch.Tensor:
+    """RoPE the slow, literal way: build ``R_m`` for every token and multiply, ``y_t = R_{m_t} x_t``.
+
+    Costs ``head_dim`` times the arithmetic of ``apply_rope`` (a dense
+    ``D x D`` product per token, mostly multiplying zeros); the book times it
+    against the vectorised version (chapter 6). Returns a tensor like ``x``.
+    """
+    _check_x(x)
+    positions = _resolve_positions(positions, x)
+    matrices = rope_matrix(positions, x.shape[-1], base=base, pairing=pairing)  # (..., T, D, D)
+    y = (matrices @ x.to(torch.float32)[..., None]).squeeze(-1)  # (..., T, D)
+    return y.to(x.dtype)
+
+
+def apply_rope_complex(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+) -> torch.Tensor:
+    """RoPE with complex numbers, as in Meta's LLaMA code: ``z_i * exp(i m theta_i)`` (chapter 6).
+
+    Each pair ``(x_a, x_b)`` is read as the complex number ``z = x_a + i x_b``;
+    multiplying by ``e^{i m theta}`` rotates it by ``m theta``. The default
+    pairing is ``"half"``, like every function here; Meta's code uses
+    ``"interleaved"``, the layout ``torch.view_as_complex`` reads without a
+    copy. Returns a tensor like ``x``.
+    """
+    _check_x(x)
+    pairing = _check_pairing(pairing)
+    head_dim = _check_rotary_dim(x.shape[-1], None)
+    positions = _resolve_positions(positions, x)
+    angles = rope_angles(positions, head_dim, base=base)  # (..., T, D/2)
+    # e^{i m theta_i}
+    phase = torch.polar(torch.ones_like(angles), angles)  # complex64, (..., T, D/2)
+    xf = x.to(torch.float32)
+    if pairing == "interleaved":
+        z = torch.view_as_complex(xf.reshape(*x.shape[:-1], head_dim // 2, 2).contiguous())  # (..., T, D/2)
+        return torch.view_as_real(z * phase).flatten(-2).to(x.dtype)
+    z = torch.complex(xf[..., : head_dim // 2], xf[..., head_dim // 2 :])  # (..., T, D/2)
+    rotated = z * phase
+    return torch.cat((rotated.real, rotated.imag), dim=-1).to(x.dtype)
+
+
+# ---------------------------------------------------------------------------
+# converting between the two pairings
+# ---------------------------------------------------------------------------
+
+
+def pairing_permutation(
+    head_dim: int, *, source: Pairing, target: Pairing, rotary_dim: int | None = None
+) -> torch.Tensor:
+    """The channel permutation ``perm`` with ``x_target = x_source[..., perm]`` (chapter 6).
+
+    From ``"interleaved"`` to ``"half"`` it is ``[0, 2, 4, ..., 1, 3, 5, ...]``:
+    the first channel of every pair moves to the first half, the second to the
+    second half. Then ``apply_rope(x[..., perm], pairing=target) ==
+    apply_rope(x, pairing=source)[..., perm]``. Channels past ``rotary_dim``
+    stay where they are. Returns a LongTensor of shape ``(head_dim,)``.
+    """
+    _check_pairing(source)
+    _check_pairing(target)
+    rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+    rest = torch.arange(rotary_dim, head_dim)
+    if source == target:
+        return torch.arange(head_dim)
+    a, b = _pair_indices(rotary_dim, source)  # where pair i sits in the source layout
+    if target == "half":
+        # target channel i <- source a_i, target channel i + R/2 <- source b_i
+        rotated = torch.cat((a, b))
+    else:
+        # target channel 2i <- source a_i, target channel 2i + 1 <- source b_i
+        rotated = torch.stack((a, b), dim=-1).flatten()
+    return torch.cat((rotated, rest))
+
+
+def convert_pairing(
+    weight: torch.Tensor,
+    *,
+    head_dim: int,
+    source: Pairing,
+    target: Pairing,
+    rotary_dim: int | None = None,
+    dim: int = 0,
+) -> torch.Tensor:
+    """Permute a query or key projection so that a model trained with ``source`` pairing runs with ``target``.
+
+    ``weight`` is an ``nn.Linear`` weight ``(num_heads * head_dim, d_model)``
+    (or its bias, ``(num_heads * head_dim,)``); within every head its output
+    rows are reordered by ``pairing_permutation``. This is the row permutation
+    that checkpoint converters (Meta LLaMA to Hugging Face) apply to ``W_q``
+    and ``W_k``; the attention scores are unchanged (chapter 6).
+    """
+    perm = pairing_permutation(head_dim, source=source, target=target, rotary_dim=rotary_dim)
+    size = weight.shape[dim]
+    if size % head_dim != 0:
+        raise ValueError(
+            f"weight has {size} rows along dim={dim}, not a multiple of head_dim={head_dim}; "
+            "pass the query or key projection, shaped (num_heads * head_dim, d_model)"
+        )
+    num_heads = size // head_dim
+    # row h * D + j of the result <- row h * D + perm[j] of the source
+    index = (torch.arange(num_heads)[:, None] * head_dim + perm[None, :]).flatten()  # (H * D,)
+    return weight.index_select(dim, index.to(weight.device))
+
+
+# ---------------------------------------------------------------------------
+# the module
+# ---------------------------------------------------------------------------
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE as a module: holds the frequencies and a cos/sin table, applies ``apply_rope`` (chapter 6).
+
+    ``forward(x, positions=None)`` takes ``x`` of shape ``(..., seq, head_dim)``
+    and integer positions broadcastable to ``(..., seq)`` (default
+    ``arange(seq)``) and returns the rotated ``x`` in its dtype.
+
+    The table is indexed by *position*, never by sequence length, and holds
+    positions ``0 .. cached_positions - 1``. A position past its end grows the
+    table (to at least twice its size); negative positions are computed
+    directly. Nothing is ever truncated. Buffers are non-persistent, so the
+    state dict stays empty and ``.to(device)`` moves them; the table is kept in
+    float32 (rebuilt if someone casts the module to a lower precision).
+    Checking the largest position reads it back from the device (a sync on GPU).
+    """
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10000.0,
+        pairing: Pairing = "half",
+        rotary_dim: int | None = None,
+        max_positions: int = 2048,
+    ):
+        super().__init__()
+        self.head_dim = head_dim
+        self.rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+        self.base = require_positive_float(base, "base")
+        self.pairing = _check_pairing(pairing)
+        require_positive_int(max_positions, "max_positions")
+        self.register_buffer("inv_freq", rope_frequencies(self.rotary_dim, base=self.base), persistent=False)
+        self.register_buffer("cos_cached", torch.empty(0, self.rotary_dim // 2), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, self.rotary_dim // 2), persistent=False)
+        self._build_table(max_positions)
+
+    @property
+    def cached_positions(self) -> int:
+        """How many positions (0, 1, ...) the cos/sin table holds now."""
+        return self.cos_cached.shape[0]
+
+    def _build_table(self, num_positions: int) -> None:
+        device = self.inv_freq.device
+        angles = rope_angles(torch.arange(num_positions, device=device), self.rotary_dim, base=self.base)  # (L, R/2)
+        self.cos_cached = angles.cos()
+        self.sin_cached = angles.sin()
+
+    def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of the angles of integer ``positions``, each ``positions.shape + (rotary_dim/2,)``, float32."""
+        require_integer_tensor(positions)
+        positions = positions.to(self.inv_freq.device)
+        if positions.numel() == 0:
+            shape = (*positions.shape, self.rotary_dim // 2)
+            return positions.new_zeros(shape, dtype=torch.float32), positions.new_zeros(shape, dtype=torch.float32)
+        if int(positions.min()) < 0:
+            angles = rope_angles(positions, self.rotary_dim, base=self.base)
+            return angles.cos(), angles.sin()
+        needed = int(positions.max()) + 1
+        if needed > self.cached_positions or self.cos_cached.dtype != torch.float32:
+            self._build_table(max(needed, 2 * self.cached_positions))
+        return self.cos_cached[positions], self.sin_cached[positions]
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        _check_x(x)
+        if x.shape[-1] != self.head_dim:
+            raise ValueError(f"x has head_dim {x.shape[-1]} but this RotaryEmbedding was built for {self.head_dim}")
+        positions = _resolve_positions(positions, x)
+        cos, sin = self.cos_sin(positions)  # (..., T, R/2)
+        return _rotate(x, cos.to(x.device), sin.to(x.device), self.pairing, self.rotary_dim)
+
+    def extra_repr(self) -> str:
+        return (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
+            f"pairing={self.pairing!r}, cached_positions={self.cached_positions}"
+        )
+
+
+# ---------------------------------------------------------------------------
+# n-D (axial) RoPE
+# ---------------------------------------------------------------------------
+
+
+def grid_positions(*sizes: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Integer coordinates of every cell of a grid, row-major: ``(prod(sizes), len(sizes))`` (chapter 6).
+
+    ``grid_positions(2, 3)`` gives ``[[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]``:
+    the (row, column) of each patch of a 2 x 3 image, in the order the patches
+    are flattened into a sequence.
+    """
+    if not sizes:
+        raise ValueError("grid_positions needs at least one size, e.g. grid_positions(height, width)")
+    for axis, size in enumerate(sizes):
+        require_positive_int(size, f"sizes[{axis}]")
+    axes = [torch.arange(size, device=device) for size in sizes]
+    grids = torch.meshgrid(*axes, indexing="ij")  # each (s_0, s_1, ...)
+    return torch.stack([g.flatten() for g in grids], dim=-1)  # (N, n_axes)
+
+
+def apply_rope_nd(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+) -> torch.Tensor:
+    """Axial RoPE for n-D positions (image patches, video): chapter 6, after Heo et al. (2024).
+
+    ``positions`` has shape ``(..., seq, n_axes)``: one integer coordinate per
+    axis for every token (``grid_positions(height, width)`` for an image). The
+    channels are split into ``n_axes`` equal chunks; chunk ``a`` is rotated by
+    ``apply_rope`` with the coordinates along axis ``a``. The score of two
+    tokens then depends only on their offset along every axis.
+    ``head_dim`` must be divisible by ``2 * n_axes``. Returns a tensor like ``x``.
+    """
+    _check_x(x)
+    require_integer_tensor(positions)
+    if positions.ndim < 2:
+        raise ValueError(
+            f"positions must have shape (..., seq, n_axes), got {tuple(positions.shape)}; "
+            "for one axis use apply_rope, for an image use grid_positions(height, width)"
+        )
+    n_axes = positions.shape[-1]
+    head_dim = x.shape[-1]
+    if head_dim % (2 * n_axes) != 0:
+        raise ValueError(
+            f"head_dim={head_dim} cannot be split into {n_axes} chunks of an even number of channels; "
+            f"use a head_dim divisible by 2 * n_axes = {2 * n_axes}"
+        )
+    chunks = x.split(head_dim // n_axes, dim=-1)  # n_axes x (..., T, D/n)
+    rotated = [apply_rope(c, positions[..., a], base=base, pairing=pairing) for a, c in enumerate(chunks)]
+    return torch.cat(rotated, dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# long-term decay
+# ---------------------------------------------------------------------------
+
+
+def rope_decay_curve(distances: torch.Tensor, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
+    """The RoFormer long-term decay curve ``(2/D) sum_{j=1}^{D/2} |S_j(r)|`` for each relative distance r.
+
+    ``S_j(r) = sum_{i<j} exp(i r theta_i)``. Summation by parts gives, for any
+    query/key pair with ``h_i = (q_a + i q_b)(k_a - i k_b)`` per pair,
+    ``|score(r)| <= max_i |h_{i+1} - h_i| * sum_j |S_j(r)|`` (``h_{D/2} = 0``),
+    so this curve bounds how strongly far-apart tokens can interact
+    (Su et al., 2021, section 3.4.3; ``symbolic.rope_decay_bound`` is the same
+    expression in sympy). Computed in float64; shape ``distances.shape``.
+    """
+    _check_rotary_dim(head_dim, None)
+    base = require_positive_float(base, "base")
+    # theta_i = base^(-2i/D), here in float64: this curve is analysis, not a model's forward pass
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
+    r = torch.as_tensor(distances, dtype=torch.float64)
+    # S_j(r) for j = 1..D/2: cumulative sums of e^{i r theta_i}
+    phases = torch.polar(torch.ones_like(r)[..., None] * torch.ones_like(theta), r[..., None] * theta)
+    partial_sums = torch.cumsum(phases, dim=-1)  # (..., D/2)
+    return partial_sums.abs().mean(dim=-1)
