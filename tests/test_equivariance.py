@@ -1,0 +1,49 @@
+"""Chapter 1's claim, tested: self-attention without positions is permutation-equivariant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pe_tutorial import sinusoidal_encoding
+from pe_tutorial.equivariance import SelfAttention, WordEmbedder, equivariance_gap
+
+
+@settings(max_examples=25, deadline=None)
+@given(seq_len=st.integers(2, 16), seed=st.integers(0, 10_000))
+def test_self_attention_is_permutation_equivariant(seq_len, seed):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, seq_len, 8, generator=generator)
+    perm = torch.randperm(seq_len, generator=generator)
+    assert equivariance_gap(SelfAttention(8, seed=seed), x, perm) < 1e-5
+
+
+def test_adding_positions_breaks_equivariance():
+    attention = SelfAttention(8)
+    x = torch.randn(10, 8)
+    with_positions = lambda x: attention(x + sinusoidal_encoding(x.shape[-2], 8))
+    assert equivariance_gap(with_positions, x, torch.tensor([9, 8, 7, 6, 5, 4, 3, 2, 1, 0])) > 0.01
+
+
+def test_gap_detects_a_position_dependent_function():
+    # x + p is not equivariant: the check must be able to fail
+    add_position = lambda x: x + torch.arange(x.shape[-2], dtype=x.dtype)[:, None]
+    assert equivariance_gap(add_position, torch.zeros(4, 3), torch.tensor([1, 0, 2, 3])) == 1.0
+
+
+def test_gap_rejects_a_non_permutation():
+    with pytest.raises(ValueError, match="must be a permutation"):
+        equivariance_gap(lambda x: x, torch.zeros(3, 2), torch.tensor([0, 0, 1]))
+
+
+def test_word_embedder_is_deterministic():
+    embed = WordEmbedder(4, seed=1)
+    first = embed(["the", "dog", "the"])
+    torch.testing.assert_close(first[0], first[2])
+    torch.testing.assert_close(WordEmbedder(4, seed=1)(["the", "dog"]), first[:2])
+    assert not torch.equal(first[0], first[1])
+    tiny = WordEmbedder(2, max_words=1)
+    with pytest.raises(ValueError, match="at most 1 words"):
+        tiny(["a", "b"])
