@@ -259,7 +259,7 @@ def apply_rope_matrix(
 ) -> torch.Tensor:
     """RoPE the slow, literal way: build ``R_m`` for every token and multiply, ``y_t = R_{m_t} x_t``.
 
-    Costs ``head_dim`` times the arithmetic of ``apply_rope`` (a dense
+    Costs about ``head_dim / 2`` times the arithmetic of ``apply_rope`` (a dense
     ``D x D`` product per token, mostly multiplying zeros); the book times it
     against the vectorised version (chapter 6). Returns a tensor like ``x``.
     """

@@ -78,6 +78,8 @@ def test_chapter_shape(path):
     assert "{exercise}" in markdown and "{solution}" in markdown
     assert re.search(r"\bbench\b|format_table", code), "chapters time something through pe_tutorial.bench"
     assert "plt.show()" in code, "chapters plot what matters"
+    tagged = [c for c in cells if "nbval-check-output" in c.get("metadata", {}).get("tags", [])]
+    assert tagged, "each chapter guards at least one deterministic output with the nbval-check-output tag"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
