@@ -9,6 +9,7 @@ holds one idea:
 - ``rope``         rotary position embedding, both pairings, partial and n-D (chapter 6)
 - ``alibi``        ALiBi slopes and biases (chapter 7)
 - ``relative``     Shaw clipped embeddings, T5 buckets, contextual positions (chapter 8)
+- ``positions``    query and relative positions shared by ALiBi, the relative biases and masks
 - ``attention``    attention with a pluggable position scheme: naive, SDPA and Flex kernels
 - ``equivariance`` why attention needs positions (chapter 1)
 - ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)

@@ -22,6 +22,7 @@ import math
 import torch
 
 from ._validation import require_positive_int
+from .positions import query_positions, relative_positions
 
 __all__ = ["alibi_slopes", "alibi_bias", "query_positions"]
 
@@ -51,23 +52,6 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return slopes.to(torch.float32)
 
 
-def query_positions(q_len: int, k_len: int, *, device: torch.device | str | None = None) -> torch.Tensor:
-    """Absolute positions of the queries when they are the last ``q_len`` of ``k_len`` keys, ``(q_len,)``.
-
-    ``q_len == k_len`` gives ``0 .. k_len - 1``; one query against a cache of
-    ``k_len`` keys (decoding) sits at ``k_len - 1``. Shared by every relative
-    scheme (ALiBi, T5, Shaw) so they agree on where a query is.
-    """
-    require_positive_int(q_len, "q_len")
-    require_positive_int(k_len, "k_len")
-    if q_len > k_len:
-        raise ValueError(
-            f"q_len={q_len} is larger than k_len={k_len}; the queries must be the last q_len of the keys "
-            "(pass k_len >= q_len, e.g. the cache length plus the new tokens)"
-        )
-    return torch.arange(q_len, device=device) + (k_len - q_len)
-
-
 def alibi_bias(
     num_heads: int,
     q_len: int,
@@ -86,10 +70,7 @@ def alibi_bias(
     last ``q_len`` positions (``query_positions``), as when decoding.
     """
     require_positive_int(num_heads, "num_heads")
-    k_len = q_len if k_len is None else k_len
-    i = query_positions(q_len, k_len, device=device)  # (Tq,)
-    j = torch.arange(k_len, device=device)  # (Tk,)
-    distance = i[:, None] - j[None, :]  # (Tq, Tk), i - j, integers
+    distance = -relative_positions(q_len, k_len, device=device)  # (Tq, Tk), i - j, integers
     if causal:
         distance = distance.clamp(min=0)  # future keys (j > i) get 0; the causal mask removes them
     else:

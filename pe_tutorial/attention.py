@@ -35,7 +35,8 @@ from torch import nn
 
 from ._validation import require_positive_float, require_positive_int
 from .absolute import sinusoidal_at
-from .alibi import alibi_bias, alibi_slopes, query_positions
+from .alibi import alibi_bias, alibi_slopes
+from .positions import query_positions, relative_positions
 from .relative import ContextualPositionBias, ShawRelativePosition, T5RelativeBias
 
 __all__ = [
@@ -188,9 +189,8 @@ def _combined_mask(mask: torch.Tensor | None, causal: bool, q: torch.Tensor, k: 
             raise ValueError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}")
         mask = _check_against("mask", mask, q, k)
     if causal:
-        i = query_positions(q.shape[-2], k.shape[-2], device=q.device)
-        # key j is visible from query i when j <= i
-        lower = (torch.arange(k.shape[-2], device=q.device)[None, :] <= i[:, None])[None, None]  # (1, 1, Tq, Tk)
+        # key j is visible from query i when j - i <= 0
+        lower = (relative_positions(q.shape[-2], k.shape[-2], device=q.device) <= 0)[None, None]  # (1, 1, Tq, Tk)
         mask = lower if mask is None else mask & lower
     return mask
 
@@ -244,7 +244,7 @@ class PositionScheme(nn.Module):
       FlexAttention.
 
     Queries are the last ``q_len`` of the ``k_len`` positions (decoding with a
-    cache); see ``alibi.query_positions``.
+    cache); see ``positions.query_positions``.
     """
 
     def add_to_input(self, x: torch.Tensor) -> torch.Tensor:

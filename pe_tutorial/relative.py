@@ -17,7 +17,7 @@ Every bias comes out with shape ``(batch, heads, q_len, k_len)`` (or
 ``(heads, q_len, k_len)`` for T5, which does not depend on the batch), ready
 to be added to the scaled scores; ``pe_tutorial.attention`` plugs them in.
 Relative positions are ``key - query`` throughout, with the queries being the
-last ``q_len`` of the ``k_len`` positions (``alibi.query_positions``).
+last ``q_len`` of the ``k_len`` positions (``pe_tutorial.positions``).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import torch
 from torch import nn
 
 from ._validation import require_positive_float, require_positive_int
-from .alibi import query_positions
+from .positions import relative_positions
 
 __all__ = [
-    "relative_positions",
+    "relative_positions",  # re-exported from .positions
     "shaw_relative_indices",
     "shaw_relative_scores",
     "ShawRelativePosition",
@@ -41,17 +41,6 @@ __all__ = [
     "cope_bias",
     "ContextualPositionBias",
 ]
-
-
-def relative_positions(q_len: int, k_len: int | None = None, *, device=None) -> torch.Tensor:
-    """``rel[i, j] = key_position_j - query_position_i``, int64, shape ``(q_len, k_len)`` (chapter 8).
-
-    Negative for keys in the past, positive for keys in the future.
-    """
-    k_len = q_len if k_len is None else k_len
-    i = query_positions(q_len, k_len, device=device)  # (Tq,)
-    j = torch.arange(k_len, device=device)  # (Tk,)
-    return j[None, :] - i[:, None]  # (Tq, Tk)
 
 
 # ---------------------------------------------------------------------------
@@ -258,8 +247,7 @@ def cope_positions(q: torch.Tensor, k: torch.Tensor, *, max_position: float | No
     query skip tokens it does not want to count. ``max_position`` clips ``p``.
     """
     q_len, k_len = q.shape[-2], k.shape[-2]
-    i = query_positions(q_len, k_len, device=q.device)
-    causal = torch.arange(k_len, device=q.device)[None, :] <= i[:, None]  # (Tq, Tk)
+    causal = relative_positions(q_len, k_len, device=q.device) <= 0  # (Tq, Tk): key j <= query i
     # g_it = sigmoid(q_i . k_t / sqrt(D)), only for t <= i
     gates = torch.sigmoid((q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])) * causal
     # p_ij = sum_{t >= j} g_it: a cumulative sum from the right
