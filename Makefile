@@ -8,55 +8,86 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 # Optional extra index for torch, e.g. the CPU wheel index on a CI runner.
 TORCH_INDEX_URL ?=
-STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-.PHONY: help install book test test-unit test-notebooks test-outputs strip clean
+# The install stamp is named after what was installed, so changing TORCH_SPEC or
+# TORCH_INDEX_URL (or pyproject.toml, below) installs again.
+INSTALL_KEY := $(shell printf '%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' | sha256sum | cut -c1-16)
+STAMP := $(VENV)/.installed-$(INSTALL_KEY)
+
+# The execution cache is keyed on each notebook's code cells only, so a change to the package
+# (or to the recorded results the chapters load) must empty it, or the book would show outputs
+# of old code. The key is a hash of their contents (not file times, which a fresh checkout or a restored CI cache resets); it is kept
+# inside the cache folder, so the two travel together.
+CACHE := _build/.jupyter_cache
+PACKAGE_HASH := $(shell find pe_tutorial $(wildcard book/data) -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
+	| xargs -0 sha256sum | sha256sum | cut -c1-16)
+CACHE_KEY := $(CACHE)/pe_tutorial-$(PACKAGE_HASH)
+
+BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
+REPORTS := _build/html/reports
+
+.PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean
 
 help:
-	@echo "make book   build the HTML book into _build/html (executes every notebook, strict)"
-	@echo "make test   unit and property tests, nbval over every notebook, the strict book build,"
-	@echo "            and nbval re-checking tagged outputs of the executed book"
-	@echo "make strip  remove outputs from the notebooks before committing"
+	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
+	@echo "make test    lint, unit and property tests, the strict book build (which executes every"
+	@echo "             notebook), then nbval over the executed notebooks (tagged outputs re-checked)"
+	@echo "make format  apply ruff's formatting and safe fixes"
+	@echo "make strip   remove outputs from the notebooks before committing (nbstripout)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	rm -f $(VENV)/.installed-*
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/python -m pip install -q -e ".[book,test]"
-	touch $(STAMP)
+	touch $@
 
 install: $(STAMP)
 
-# The execution cache is keyed on each notebook's code cells only, so a change to the package must
-# empty it, or the book would show outputs of the old code.
-PACKAGE_STAMP := _build/.package-stamp
-$(PACKAGE_STAMP): $(wildcard pe_tutorial/*.py)
-	rm -rf _build/.jupyter_cache
-	mkdir -p _build && touch $@
+$(CACHE_KEY):
+	rm -rf $(CACHE)
+	mkdir -p $(CACHE)
+	touch $@
 
-# Strict: warnings are errors, and --all re-reads every page so a failing notebook cannot hide behind
-# a previous build (unchanged notebooks still come from the execution cache).
-book: install $(PACKAGE_STAMP)
-	$(BIN)/jupyter-book build . --all -W -n --keep-going
+# Strict: warnings are errors, and --all re-reads every page so a failing notebook cannot hide
+# behind a previous build (unchanged notebooks still come from the execution cache). When a
+# notebook fails, its traceback (saved by the build under _build/html/reports) is printed.
+book: install $(CACHE_KEY)
+	@$(BUILD) || { status=$$?; \
+		for log in $$(find $(REPORTS) -name '*.err.log' 2>/dev/null); do \
+			echo "==== $$log"; cat "$$log"; done; \
+		exit $$status; }
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 test-unit: install
 	$(BIN)/python -m pytest tests -n $(JOBS) -q
 
-# --dist loadfile keeps each notebook in one kernel; nbval runs each notebook from its own folder.
-test-notebooks: install
-	MPLBACKEND=Agg $(BIN)/python -m pytest book --nbval-lax --nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
-
-# The book build stores every executed notebook in _build/jupyter_execute; running those again with
-# nbval compares the cells tagged nbval-check-output against the build's outputs, so a tagged cell
-# that is not deterministic fails here.
+# The book build executed every notebook (or took it from the cache) into _build/jupyter_execute.
+# nbval runs those again and compares the cells tagged nbval-check-output with the build's
+# outputs, so a tagged cell that is not deterministic fails here. --dist loadfile keeps each
+# notebook in one kernel.
 test-outputs: book
-	MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax --nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
+	MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax \
+		--nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
 
-test: test-unit test-notebooks book test-outputs
+test: lint test-unit test-outputs
+
+# Optional, not part of `make test`: nbval straight over book/ without building the book.
+test-notebooks: install
+	MPLBACKEND=Agg $(BIN)/python -m pytest book --nbval-lax --nbval-current-env -n $(JOBS) \
+		--dist loadfile -q -p no:cacheprovider
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 strip: install
-	$(BIN)/python tools/strip_notebooks.py book
+	find book -name '*.ipynb' ! -path '*/.ipynb_checkpoints/*' -exec $(BIN)/nbstripout {} +
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

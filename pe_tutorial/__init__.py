@@ -10,7 +10,10 @@ holds one idea:
 - ``alibi``        ALiBi slopes and biases (chapter 7)
 - ``relative``     Shaw clipped embeddings, T5 buckets, contextual positions (chapter 8)
 - ``positions``    query and relative positions shared by ALiBi, the relative biases and masks
-- ``attention``    attention with a pluggable position scheme: naive, SDPA and Flex kernels
+- ``position_scheme`` the base class of schemes: how an encoding enters attention (NoPE)
+- ``schemes``      one adapter per encoding, wrapping that encoding's module (chapters 7-9)
+- ``attention``    reference attention, masks, naive/SDPA/Flex kernels, the multi-head layer;
+                   knows no encoding
 - ``equivariance`` why attention needs positions (chapter 1)
 - ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)
 - ``bench``        timing with device metadata, bandwidth, recorded results
@@ -21,6 +24,7 @@ holds one idea:
 from . import symbolic
 from .absolute import (
     LearnedPositionalEmbedding,
+    SinusoidalPositionalEmbedding,
     binary_encoding,
     integer_encoding,
     neighbour_distances,
@@ -29,24 +33,18 @@ from .absolute import (
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
 )
-from .alibi import alibi_bias, alibi_slopes
+from .alibi import ALiBiBias, alibi_bias, alibi_slopes
 from .attention import (
-    AbsolutePosition,
-    ALiBiPosition,
     AttentionConfig,
-    ContextualPosition,
     MultiHeadAttention,
-    NoPosition,
-    PositionScheme,
-    RotaryPosition,
-    ShawPosition,
-    T5Position,
     attend,
     attention_weights,
+    causal_mask,
     dot_product_attention,
     flex_available,
     padding_mask,
 )
+from .position_scheme import NoPositionScheme, PositionScheme
 from .relative import (
     ContextualPositionBias,
     ShawRelativePosition,
@@ -70,25 +68,35 @@ from .rope import (
     rope_frequencies,
     rope_matrix,
 )
+from .schemes import (
+    AbsoluteScheme,
+    ALiBiScheme,
+    CoPEScheme,
+    RotaryScheme,
+    ShawScheme,
+    T5BiasScheme,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ALiBiPosition",
-    "AbsolutePosition",
+    "ALiBiBias",
+    "ALiBiScheme",
+    "AbsoluteScheme",
     "AttentionConfig",
-    "ContextualPosition",
+    "CoPEScheme",
     "ContextualPositionBias",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
-    "NoPosition",
+    "NoPositionScheme",
     "Pairing",
     "PositionScheme",
     "RotaryEmbedding",
-    "RotaryPosition",
-    "ShawPosition",
+    "RotaryScheme",
     "ShawRelativePosition",
-    "T5Position",
+    "ShawScheme",
+    "SinusoidalPositionalEmbedding",
+    "T5BiasScheme",
     "T5RelativeBias",
     "alibi_bias",
     "alibi_slopes",
@@ -99,6 +107,7 @@ __all__ = [
     "attend",
     "attention_weights",
     "binary_encoding",
+    "causal_mask",
     "convert_pairing",
     "cope_positions",
     "dot_product_attention",

@@ -30,11 +30,19 @@ def require_positive_float(value, name: str) -> float:
     return as_float
 
 
-def require_integer_tensor(positions: torch.Tensor, name: str = "positions") -> torch.Tensor:
+def require_integer_tensor(
+    positions: torch.Tensor, name: str = "positions"
+) -> torch.Tensor:
     """Raise ``ValueError`` unless ``positions`` is an integer tensor (positions are counted, not measured)."""
     if not isinstance(positions, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of integers, got {type(positions).__name__}")
-    if positions.dtype.is_floating_point or positions.dtype.is_complex or positions.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must be a torch.Tensor of integers, got {type(positions).__name__}"
+        )
+    if (
+        positions.dtype.is_floating_point
+        or positions.dtype.is_complex
+        or positions.dtype == torch.bool
+    ):
         raise ValueError(
             f"{name} must be an integer tensor (e.g. torch.arange(seq_len)), got dtype {positions.dtype}; "
             "build positions as integers and let the encoding cast them"

@@ -30,12 +30,17 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_shift_matrix",
     "neighbour_distances",
+    "SinusoidalPositionalEmbedding",
     "LearnedPositionalEmbedding",
 ]
 
 
 def integer_encoding(
-    num_positions: int, dim: int = 1, *, normalize: bool = False, device: torch.device | str | None = None
+    num_positions: int,
+    dim: int = 1,
+    *,
+    normalize: bool = False,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The position itself as the encoding: ``PE[p, :] = p`` (chapter 2).
 
@@ -47,7 +52,9 @@ def integer_encoding(
     """
     require_positive_int(num_positions, "num_positions")
     require_positive_int(dim, "dim")
-    positions = torch.arange(num_positions, dtype=torch.int64, device=device).to(torch.float32)
+    positions = torch.arange(num_positions, dtype=torch.int64, device=device).to(
+        torch.float32
+    )
     if normalize:
         # p / (T - 1); a one-token sequence sits at 0
         positions = positions / max(num_positions - 1, 1)
@@ -55,7 +62,10 @@ def integer_encoding(
 
 
 def binary_encoding(
-    num_positions: int, num_bits: int | None = None, *, device: torch.device | str | None = None
+    num_positions: int,
+    num_bits: int | None = None,
+    *,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """Bits of the position, least significant first: ``PE[p, b] = (p >> b) & 1`` (chapter 3).
 
@@ -71,7 +81,7 @@ def binary_encoding(
     require_positive_int(num_bits, "num_bits")
     if num_bits < needed:
         raise ValueError(
-            f"num_bits={num_bits} gives only {2 ** num_bits} codes, too few for {num_positions} positions; "
+            f"num_bits={num_bits} gives only {2**num_bits} codes, too few for {num_positions} positions; "
             f"use num_bits >= {needed} (or leave it as None)"
         )
     positions = torch.arange(num_positions, dtype=torch.int64, device=device)
@@ -87,14 +97,22 @@ def sinusoidal_frequencies(dim: int, *, base: float = 10000.0) -> torch.Tensor:
     geometrically towards ``1 / base``.
     """
     require_positive_int(dim, "dim")
-    require_even(dim, "dim", "for sinusoidal encodings (each frequency fills a sin/cos pair of channels)")
+    require_even(
+        dim,
+        "dim",
+        "for sinusoidal encodings (each frequency fills a sin/cos pair of channels)",
+    )
     base = require_positive_float(base, "base")
     exponents = torch.arange(0, dim, 2, dtype=torch.int64).to(torch.float64) / dim
     # omega_i = base^(-2i/D), computed in float64 and stored in float32
-    return torch.pow(torch.tensor(base, dtype=torch.float64), -exponents).to(torch.float32)
+    return torch.pow(torch.tensor(base, dtype=torch.float64), -exponents).to(
+        torch.float32
+    )
 
 
-def sinusoidal_at(positions: torch.Tensor, dim: int, *, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_at(
+    positions: torch.Tensor, dim: int, *, base: float = 10000.0
+) -> torch.Tensor:
     """Sinusoidal encodings of arbitrary integer ``positions`` (any shape ``S``), shape ``S + (dim,)``.
 
     ``PE[p, 2i] = sin(p * omega_i)`` and ``PE[p, 2i + 1] = cos(p * omega_i)``
@@ -108,7 +126,11 @@ def sinusoidal_at(positions: torch.Tensor, dim: int, *, base: float = 10000.0) -
 
 
 def sinusoidal_encoding(
-    num_positions: int, dim: int, *, base: float = 10000.0, device: torch.device | str | None = None
+    num_positions: int,
+    dim: int,
+    *,
+    base: float = 10000.0,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor:
     """The sinusoidal table of Vaswani et al. (2017), shape ``(num_positions, dim)``, float32.
 
@@ -138,7 +160,9 @@ def sinusoidal_shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch
     inv_freq = sinusoidal_frequencies(dim, base=base).to(torch.float64)
     angle = k * inv_freq  # (D/2,)
     cos, sin = angle.cos(), angle.sin()
-    blocks = torch.stack((torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2)  # (D/2, 2, 2)
+    blocks = torch.stack(
+        (torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2
+    )  # (D/2, 2, 2)
     return torch.block_diag(*blocks).to(torch.float32)
 
 
@@ -150,8 +174,33 @@ def neighbour_distances(table: torch.Tensor) -> torch.Tensor:
     slowly; the binary code jumps whenever a carry flips many bits (chapter 3).
     """
     if table.ndim != 2 or table.shape[0] < 2:
-        raise ValueError(f"table must have shape (num_positions >= 2, dim), got {tuple(table.shape)}")
+        raise ValueError(
+            f"table must have shape (num_positions >= 2, dim), got {tuple(table.shape)}"
+        )
     return (table[1:] - table[:-1]).norm(dim=-1)
+
+
+class SinusoidalPositionalEmbedding(nn.Module):
+    """The sinusoidal table as a module with the same call as a learned one (chapter 4).
+
+    ``forward(positions)``: integer ``positions`` of any shape ``S`` give
+    ``S + (dim,)``, ``sinusoidal_at(positions, dim, base=base)``, computed
+    from the position (so any position works) on the positions' device.
+    Nothing is learned and nothing is stored.
+    """
+
+    def __init__(self, dim: int, *, base: float = 10000.0):
+        super().__init__()
+        self.dim = require_even(
+            require_positive_int(dim, "dim"), "dim", "for sinusoidal encodings"
+        )
+        self.base = require_positive_float(base, "base")
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return sinusoidal_at(positions, self.dim, base=self.base)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base}"
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -171,7 +220,9 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_positions = require_positive_int(max_positions, "max_positions")
         self.dim = require_positive_int(dim, "dim")
         self.weight = nn.Parameter(torch.empty(max_positions, dim))
-        nn.init.normal_(self.weight, mean=0.0, std=require_positive_float(init_std, "init_std"))
+        nn.init.normal_(
+            self.weight, mean=0.0, std=require_positive_float(init_std, "init_std")
+        )
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         require_integer_tensor(positions)

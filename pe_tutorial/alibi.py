@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 
 import torch
+from torch import nn
 
 from ._validation import require_positive_int
-from .positions import query_positions, relative_positions
+from .positions import relative_positions
 
-__all__ = ["alibi_slopes", "alibi_bias", "query_positions"]
+__all__ = ["alibi_slopes", "alibi_bias", "alibi_bias_from_slopes", "ALiBiBias"]
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -41,7 +42,9 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     ``2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5``.
     """
     require_positive_int(num_heads, "num_heads")
-    power = 2 ** int(math.floor(math.log2(num_heads)))  # largest power of two <= num_heads
+    power = 2 ** int(
+        math.floor(math.log2(num_heads))
+    )  # largest power of two <= num_heads
     h = torch.arange(power, dtype=torch.float64)
     # m_h = 2^(-8 (h + 1) / p)
     slopes = 2.0 ** (-8.0 * (h + 1) / power)
@@ -52,6 +55,26 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return slopes.to(torch.float32)
 
 
+def alibi_bias_from_slopes(
+    slopes: torch.Tensor, q_len: int, k_len: int | None = None, *, causal: bool = True
+) -> torch.Tensor:
+    """``-slopes[h] * distance(i, j)``, float32, shape ``(H, q_len, k_len)`` (chapter 7).
+
+    The distance is ``i - j`` clamped at 0 when ``causal`` (future keys get 0;
+    the causal mask removes them) and ``|i - j|`` otherwise. The bias is built
+    on the slopes' device; the queries are the last ``q_len`` positions.
+    """
+    if slopes.ndim != 1:
+        raise ValueError(
+            f"slopes must be 1-D, one per head, got shape {tuple(slopes.shape)}"
+        )
+    # i - j, integers, (Tq, Tk)
+    distance = -relative_positions(q_len, k_len, device=slopes.device)
+    distance = distance.clamp(min=0) if causal else distance.abs()
+    # bias[h, i, j] = -m_h * distance(i, j)
+    return -slopes.float()[:, None, None] * distance.to(torch.float32)[None]
+
+
 def alibi_bias(
     num_heads: int,
     q_len: int,
@@ -60,21 +83,37 @@ def alibi_bias(
     causal: bool = True,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """The ALiBi bias added to the attention scores, float32, shape ``(num_heads, q_len, k_len)`` (chapter 7).
+    """The ALiBi bias added to the attention scores, float32, ``(num_heads, q_len, k_len)``.
 
     ``causal=True``: ``bias[h, i, j] = -m_h (i - j)`` for ``j <= i`` and 0 for
     ``j > i`` (those keys are removed by the causal mask, which this bias does
     not replace). ``causal=False``: ``bias[h, i, j] = -m_h |i - j|``.
 
     ``k_len`` defaults to ``q_len``; with ``q_len < k_len`` the queries are the
-    last ``q_len`` positions (``query_positions``), as when decoding.
+    last ``q_len`` positions (``query_positions``), as when decoding (chapter 7).
     """
-    require_positive_int(num_heads, "num_heads")
-    distance = -relative_positions(q_len, k_len, device=device)  # (Tq, Tk), i - j, integers
-    if causal:
-        distance = distance.clamp(min=0)  # future keys (j > i) get 0; the causal mask removes them
-    else:
-        distance = distance.abs()
     slopes = alibi_slopes(num_heads).to(device)
-    # bias[h, i, j] = -m_h * distance(i, j)
-    return -slopes[:, None, None] * distance.to(torch.float32)[None]  # (H, Tq, Tk)
+    return alibi_bias_from_slopes(slopes, q_len, k_len, causal=causal)
+
+
+class ALiBiBias(nn.Module):
+    """ALiBi as a module: the slopes of ``num_heads`` heads in one buffer (chapter 7).
+
+    ``forward(q_len, k_len=None, *, causal=True)`` returns the bias of
+    ``alibi_bias``, ``(num_heads, q_len, k_len)``, computed from the buffer
+    ``slopes`` on its device. Nothing is learned; the buffer is not persistent,
+    so the state dict stays empty and ``.to(device)`` moves it.
+    """
+
+    def __init__(self, num_heads: int):
+        super().__init__()
+        self.num_heads = require_positive_int(num_heads, "num_heads")
+        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+
+    def forward(
+        self, q_len: int, k_len: int | None = None, *, causal: bool = True
+    ) -> torch.Tensor:
+        return alibi_bias_from_slopes(self.slopes, q_len, k_len, causal=causal)
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}"

@@ -20,9 +20,9 @@ import platform
 import re
 import statistics
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -56,14 +56,30 @@ _A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (2021)"
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023)"
 # Peak DRAM bandwidth of the GPUs a learner meets (Colab, Kaggle, cloud), in GB/s (10^9 bytes/s).
 PEAK_BANDWIDTH: dict[str, PeakBandwidth] = {
-    "T4": PeakBandwidth("NVIDIA T4", 320.0, "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6"),
-    "L4": PeakBandwidth("NVIDIA L4", 300.0, "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s GDDR6"),
-    "A100-SXM4-40GB": PeakBandwidth("NVIDIA A100 40GB SXM", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"),
-    "A100-PCIE-40GB": PeakBandwidth("NVIDIA A100 40GB PCIe", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"),
-    "A100-SXM4-80GB": PeakBandwidth("NVIDIA A100 80GB SXM", 2039.0, _A100_SHEET + ": 2,039 GB/s HBM2e"),
-    "A100 80GB PCIe": PeakBandwidth("NVIDIA A100 80GB PCIe", 1935.0, _A100_SHEET + ": 1,935 GB/s HBM2e"),
-    "H100 80GB HBM3": PeakBandwidth("NVIDIA H100 SXM", 3350.0, _H100_SHEET + ": 3.35 TB/s HBM3 (SXM)"),
-    "H100 PCIe": PeakBandwidth("NVIDIA H100 PCIe", 2000.0, _H100_SHEET + ": 2 TB/s HBM2e (PCIe)"),
+    "T4": PeakBandwidth(
+        "NVIDIA T4", 320.0, "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6"
+    ),
+    "L4": PeakBandwidth(
+        "NVIDIA L4", 300.0, "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s GDDR6"
+    ),
+    "A100-SXM4-40GB": PeakBandwidth(
+        "NVIDIA A100 40GB SXM", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"
+    ),
+    "A100-PCIE-40GB": PeakBandwidth(
+        "NVIDIA A100 40GB PCIe", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"
+    ),
+    "A100-SXM4-80GB": PeakBandwidth(
+        "NVIDIA A100 80GB SXM", 2039.0, _A100_SHEET + ": 2,039 GB/s HBM2e"
+    ),
+    "A100 80GB PCIe": PeakBandwidth(
+        "NVIDIA A100 80GB PCIe", 1935.0, _A100_SHEET + ": 1,935 GB/s HBM2e"
+    ),
+    "H100 80GB HBM3": PeakBandwidth(
+        "NVIDIA H100 SXM", 3350.0, _H100_SHEET + ": 3.35 TB/s HBM3 (SXM)"
+    ),
+    "H100 PCIe": PeakBandwidth(
+        "NVIDIA H100 PCIe", 2000.0, _H100_SHEET + ": 2 TB/s HBM2e (PCIe)"
+    ),
 }
 
 
@@ -71,7 +87,11 @@ def peak_bandwidth(name: str) -> PeakBandwidth | None:
     """The data-sheet bandwidth for a device name as ``torch.cuda.get_device_name`` spells it, or None."""
     for key, peak in PEAK_BANDWIDTH.items():
         # whole-word match: "L4" must not match "NVIDIA L40S"
-        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", name, flags=re.IGNORECASE):
+        if re.search(
+            rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])",
+            name,
+            flags=re.IGNORECASE,
+        ):
             return peak
     return None
 
@@ -101,7 +121,7 @@ def environment(device: torch.device | str) -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu_threads": torch.get_num_threads(),
-        "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "date": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
     }
 
 
@@ -140,7 +160,7 @@ class Timing:
             return None
         return self.bytes_moved / (self.median_ms * 1e-3) / 1e9
 
-    def ratio_to(self, other: "Timing") -> float:
+    def ratio_to(self, other: Timing) -> float:
         """How many times longer this takes than ``other`` (median over median)."""
         return self.median_ms / other.median_ms
 
@@ -151,7 +171,7 @@ class Timing:
         return record
 
     @classmethod
-    def from_dict(cls, record: dict) -> "Timing":
+    def from_dict(cls, record: dict) -> Timing:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in record.items() if k in names})
 
@@ -180,7 +200,9 @@ def time_function(
     ``time.perf_counter``.
     """
     if warmup < 0 or repeats < 1:
-        raise ValueError(f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}")
+        raise ValueError(
+            f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}"
+        )
     device = torch.device(device) if device is not None else default_device()
     for _ in range(warmup):
         fn()
@@ -212,7 +234,11 @@ def time_function(
 
 
 def copy_baseline(
-    like: torch.Tensor, *, name: str = "copy (same bytes)", warmup: int = 3, repeats: int = 20
+    like: torch.Tensor,
+    *,
+    name: str = "copy (same bytes)",
+    warmup: int = 3,
+    repeats: int = 20,
 ) -> Timing:
     """Time copying a tensor the size of ``like`` into a preallocated one: the memory-bandwidth limit.
 
@@ -220,7 +246,9 @@ def copy_baseline(
     A memory-bound kernel that reads one tensor and writes one of the same size
     cannot beat it; its ratio to this baseline says how close it comes.
     """
-    source = torch.empty_like(like).normal_() if like.is_floating_point() else like.clone()
+    source = (
+        torch.empty_like(like).normal_() if like.is_floating_point() else like.clone()
+    )
     target = torch.empty_like(source)
     return time_function(
         lambda: target.copy_(source),
@@ -247,9 +275,14 @@ def format_table(timings: Sequence[Timing], *, baseline: Timing | None = None) -
         q1, q3 = t.quartiles_ms
         bandwidth = "" if t.bandwidth_gb_s is None else f"{t.bandwidth_gb_s:.1f}"
         ratio = f"{t.ratio_to(baseline):.2f}" if baseline else ""
-        rows.append((t.name, f"{t.median_ms:.4f}", f"{q1:.4f}-{q3:.4f}", bandwidth, ratio))
+        rows.append(
+            (t.name, f"{t.median_ms:.4f}", f"{q1:.4f}-{q3:.4f}", bandwidth, ratio)
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
     env = timings[0].env
     header = f"device: {', '.join(devices)} | torch {env.get('torch', '?')}"
@@ -291,7 +324,9 @@ def save_results(
     return path
 
 
-def load_results(name: str, *, directory: str | Path | None = None) -> tuple[dict, list[Timing]] | None:
+def load_results(
+    name: str, *, directory: str | Path | None = None
+) -> tuple[dict, list[Timing]] | None:
     """Read ``<directory>/<name>.json``: ``(environment, timings)``, or None if nothing was recorded."""
     directory = Path(directory) if directory is not None else recorded_results_dir()
     path = directory / f"{name}.json"

@@ -7,7 +7,9 @@ import torch
 __all__ = ["norm_ratio", "mean_token_cosine", "trailing_ones"]
 
 
-def norm_ratio(position_table: torch.Tensor, token_embeddings: torch.Tensor) -> torch.Tensor:
+def norm_ratio(
+    position_table: torch.Tensor, token_embeddings: torch.Tensor
+) -> torch.Tensor:
     """``||PE[p]|| / mean_t ||E[t]||`` for every position p: how loud the position is next to the token.
 
     ``position_table`` is ``(num_positions, dim)``, ``token_embeddings`` is
@@ -21,7 +23,9 @@ def norm_ratio(position_table: torch.Tensor, token_embeddings: torch.Tensor) -> 
     return position_table.norm(dim=-1) / token_embeddings.norm(dim=-1).mean()
 
 
-def mean_token_cosine(token_embeddings: torch.Tensor, position_row: torch.Tensor) -> float:
+def mean_token_cosine(
+    token_embeddings: torch.Tensor, position_row: torch.Tensor
+) -> float:
     """Mean cosine similarity between distinct tokens that sit at the same position.
 
     Every token ``E[t]`` gets the same ``position_row`` added; the result is the
@@ -29,7 +33,9 @@ def mean_token_cosine(token_embeddings: torch.Tensor, position_row: torch.Tensor
     tokens are still told apart; near 1 the position has drowned them out.
     """
     if token_embeddings.ndim != 2 or token_embeddings.shape[0] < 2:
-        raise ValueError(f"token_embeddings must be (vocab >= 2, dim), got {tuple(token_embeddings.shape)}")
+        raise ValueError(
+            f"token_embeddings must be (vocab >= 2, dim), got {tuple(token_embeddings.shape)}"
+        )
     x = token_embeddings + position_row
     x = x / x.norm(dim=-1, keepdim=True)
     cosines = x @ x.T  # (V, V)

@@ -8,11 +8,13 @@ stands, and "dog bites man" and "man bites dog" produce the same set of vectors.
 
 from __future__ import annotations
 
-from typing import Callable
+import zlib
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from ._validation import require_positive_int
 from .attention import dot_product_attention
 
 __all__ = ["SelfAttention", "WordEmbedder", "equivariance_gap"]
@@ -28,10 +30,16 @@ class SelfAttention(nn.Module):
     def __init__(self, d_model: int, *, seed: int = 0):
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
-        scale = d_model ** -0.5
-        self.w_q = nn.Parameter(torch.randn(d_model, d_model, generator=generator) * scale)
-        self.w_k = nn.Parameter(torch.randn(d_model, d_model, generator=generator) * scale)
-        self.w_v = nn.Parameter(torch.randn(d_model, d_model, generator=generator) * scale)
+        scale = d_model**-0.5
+        self.w_q = nn.Parameter(
+            torch.randn(d_model, d_model, generator=generator) * scale
+        )
+        self.w_k = nn.Parameter(
+            torch.randn(d_model, d_model, generator=generator) * scale
+        )
+        self.w_v = nn.Parameter(
+            torch.randn(d_model, d_model, generator=generator) * scale
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return dot_product_attention(x @ self.w_q, x @ self.w_k, x @ self.w_v)
@@ -40,32 +48,46 @@ class SelfAttention(nn.Module):
 class WordEmbedder:
     """Deterministic random embeddings for whole words, so chapters can attend over real sentences.
 
-    ``embedder(["the", "dog"])`` returns a float32 tensor ``(2, dim)``; the same
-    word always gets the same vector (row ``i`` of a seeded N(0, 1) table, in
-    the order words are first seen).
+    ``embedder(["the", "dog"])`` returns a float32 tensor ``(2, dim)``. A
+    word's vector is N(0, 1) noise drawn from a generator seeded by the word
+    itself and ``seed`` (their CRC-32), so the same word gets the same vector in
+    every call, every embedder with that seed, and whatever order words come in.
     """
 
-    def __init__(self, dim: int, *, seed: int = 0, max_words: int = 1024):
-        self.dim = dim
-        self.table = torch.randn(max_words, dim, generator=torch.Generator().manual_seed(seed))
-        self.vocabulary: dict[str, int] = {}
+    def __init__(self, dim: int, *, seed: int = 0):
+        self.dim = require_positive_int(dim, "dim")
+        self.seed = seed
+
+    def vector(self, word: str) -> torch.Tensor:
+        """The vector of one word, ``(dim,)``."""
+        if not isinstance(word, str) or not word:
+            raise ValueError(f"words must be non-empty strings, got {word!r}")
+        # a stable 32-bit hash of seed and word (Python's hash() changes between runs)
+        word_seed = zlib.crc32(f"{self.seed}:{word}".encode())
+        generator = torch.Generator().manual_seed(word_seed)
+        return torch.randn(self.dim, generator=generator)
 
     def __call__(self, words: list[str]) -> torch.Tensor:
-        for word in words:
-            if word not in self.vocabulary:
-                if len(self.vocabulary) == len(self.table):
-                    raise ValueError(f"WordEmbedder holds at most {len(self.table)} words; raise max_words")
-                self.vocabulary[word] = len(self.vocabulary)
-        return self.table[[self.vocabulary[w] for w in words]]
+        if isinstance(words, str):
+            raise ValueError(
+                "pass a list of words, e.g. sentence.split(), not one string"
+            )
+        if not words:
+            return torch.empty(0, self.dim)
+        return torch.stack([self.vector(word) for word in words])
 
 
-def equivariance_gap(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, perm: torch.Tensor) -> float:
+def equivariance_gap(
+    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, perm: torch.Tensor
+) -> float:
     """Largest entry of ``|fn(x[perm]) - fn(x)[perm]|``, permuting the sequence axis (-2).
 
     Zero (up to rounding) means ``fn`` is permutation-equivariant for this input.
     """
     if sorted(perm.tolist()) != list(range(x.shape[-2])):
-        raise ValueError(f"perm must be a permutation of range({x.shape[-2]}), got {perm.tolist()}")
+        raise ValueError(
+            f"perm must be a permutation of range({x.shape[-2]}), got {perm.tolist()}"
+        )
     with torch.no_grad():
         permuted_then_fn = fn(x[..., perm, :])
         fn_then_permuted = fn(x)[..., perm, :]

@@ -28,13 +28,25 @@ def heatmap(
         _, ax = plt.subplots(figsize=(7, 4))
     limit = float(values.abs().max()) or 1.0
     kwargs = {"vmin": -limit, "vmax": limit} if symmetric else {}
-    image = ax.imshow(values.numpy(), aspect="auto", cmap=cmap, interpolation="nearest", **kwargs)
+    image = ax.imshow(
+        values.numpy(), aspect="auto", cmap=cmap, interpolation="nearest", **kwargs
+    )
     ax.figure.colorbar(image, ax=ax, label=colorbar_label)
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return ax
 
 
-def line_plot(x, curves: dict, *, title: str, xlabel: str, ylabel: str, ax=None, logy: bool = False, **style):
+def line_plot(
+    x,
+    curves: dict,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    ax=None,
+    logy: bool = False,
+    **style,
+):
     """Plot several named curves over the same ``x``; returns the axes."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.5))

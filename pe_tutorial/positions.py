@@ -15,7 +15,9 @@ from ._validation import require_positive_int
 __all__ = ["query_positions", "relative_positions"]
 
 
-def query_positions(q_len: int, k_len: int, *, device: torch.device | str | None = None) -> torch.Tensor:
+def query_positions(
+    q_len: int, k_len: int, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Absolute positions of the queries when they are the last ``q_len`` of ``k_len`` keys, ``(q_len,)``.
 
     ``q_len == k_len`` gives ``0 .. k_len - 1``; one query against a cache of
@@ -32,7 +34,9 @@ def query_positions(q_len: int, k_len: int, *, device: torch.device | str | None
     return torch.arange(q_len, device=device) + (k_len - q_len)
 
 
-def relative_positions(q_len: int, k_len: int | None = None, *, device=None) -> torch.Tensor:
+def relative_positions(
+    q_len: int, k_len: int | None = None, *, device=None
+) -> torch.Tensor:
     """``rel[i, j] = key_position_j - query_position_i``, int64, shape ``(q_len, k_len)`` (chapter 8).
 
     Negative for keys in the past, positive for keys in the future; a causal

@@ -15,7 +15,7 @@ Three ways to let the score of query ``i`` and key ``j`` see where they are:
 
 Every bias comes out with shape ``(batch, heads, q_len, k_len)`` (or
 ``(heads, q_len, k_len)`` for T5, which does not depend on the batch), ready
-to be added to the scaled scores; ``pe_tutorial.attention`` plugs them in.
+to be added to the scaled scores; ``pe_tutorial.schemes`` plugs them into attention.
 Relative positions are ``key - query`` throughout, with the queries being the
 last ``q_len`` of the ``k_len`` positions (``pe_tutorial.positions``).
 """
@@ -31,7 +31,6 @@ from ._validation import require_positive_float, require_positive_int
 from .positions import relative_positions
 
 __all__ = [
-    "relative_positions",  # re-exported from .positions
     "shaw_relative_indices",
     "shaw_relative_scores",
     "ShawRelativePosition",
@@ -49,8 +48,12 @@ __all__ = [
 
 
 def _require_max_relative_position(max_relative_position) -> int:
-    if isinstance(max_relative_position, bool) or not isinstance(max_relative_position, int):
-        raise ValueError(f"max_relative_position (K) must be an integer >= 0, got {max_relative_position!r}")
+    if isinstance(max_relative_position, bool) or not isinstance(
+        max_relative_position, int
+    ):
+        raise ValueError(
+            f"max_relative_position (K) must be an integer >= 0, got {max_relative_position!r}"
+        )
     if max_relative_position < 0:
         raise ValueError(
             f"max_relative_position (K) must be >= 0, got {max_relative_position}; "
@@ -59,7 +62,9 @@ def _require_max_relative_position(max_relative_position) -> int:
     return max_relative_position
 
 
-def shaw_relative_indices(q_len: int, k_len: int | None, max_relative_position: int, *, device=None) -> torch.Tensor:
+def shaw_relative_indices(
+    q_len: int, k_len: int | None, max_relative_position: int, *, device=None
+) -> torch.Tensor:
     """Row of the Shaw table for every (query, key): ``clip(j - i, -K, K) + K``, shape ``(q_len, k_len)`` (chapter 8).
 
     Row ``K`` is "same position"; rows ``0`` and ``2K`` collect every key at
@@ -70,7 +75,9 @@ def shaw_relative_indices(q_len: int, k_len: int | None, max_relative_position: 
     return rel.clamp(-K, K) + K
 
 
-def shaw_relative_scores(q: torch.Tensor, table: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
+def shaw_relative_scores(
+    q: torch.Tensor, table: torch.Tensor, k_len: int | None = None
+) -> torch.Tensor:
     """The relative part of Shaw et al.'s score, ``q_i . a_ij / sqrt(D)``, shape ``(..., q_len, k_len)`` (chapter 8).
 
     ``q``: ``(..., q_len, head_dim)``; ``table``: ``(2K + 1, head_dim)`` with
@@ -79,9 +86,13 @@ def shaw_relative_scores(q: torch.Tensor, table: torch.Tensor, k_len: int | None
     first ``q_i . w_r`` for the ``2K + 1`` rows, then gather by index.
     """
     if table.ndim != 2 or table.shape[0] % 2 != 1:
-        raise ValueError(f"table must have shape (2K + 1, head_dim), got {tuple(table.shape)}")
+        raise ValueError(
+            f"table must have shape (2K + 1, head_dim), got {tuple(table.shape)}"
+        )
     if q.shape[-1] != table.shape[-1]:
-        raise ValueError(f"q has head_dim {q.shape[-1]} but the table rows have {table.shape[-1]}; they must match")
+        raise ValueError(
+            f"q has head_dim {q.shape[-1]} but the table rows have {table.shape[-1]}; they must match"
+        )
     q_len = q.shape[-2]
     k_len = q_len if k_len is None else k_len
     K = (table.shape[0] - 1) // 2
@@ -101,11 +112,17 @@ class ShawRelativePosition(nn.Module):
     rows, so the module works for any sequence length.
     """
 
-    def __init__(self, max_relative_position: int, head_dim: int, *, init_std: float = 0.02):
+    def __init__(
+        self, max_relative_position: int, head_dim: int, *, init_std: float = 0.02
+    ):
         super().__init__()
-        self.max_relative_position = _require_max_relative_position(max_relative_position)
+        self.max_relative_position = _require_max_relative_position(
+            max_relative_position
+        )
         self.head_dim = require_positive_int(head_dim, "head_dim")
-        self.weight = nn.Parameter(torch.empty(2 * self.max_relative_position + 1, head_dim))
+        self.weight = nn.Parameter(
+            torch.empty(2 * self.max_relative_position + 1, head_dim)
+        )
         nn.init.normal_(self.weight, std=require_positive_float(init_std, "init_std"))
 
     def forward(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
@@ -122,14 +139,23 @@ class ShawRelativePosition(nn.Module):
 
 def _check_bucket_arguments(bidirectional: bool, num_buckets, max_distance) -> int:
     """Validate the bucket settings; return ``max_exact``, the number of exactly represented distances."""
-    if isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets < 4 or num_buckets % 2:
+    if (
+        isinstance(num_buckets, bool)
+        or not isinstance(num_buckets, int)
+        or num_buckets < 4
+        or num_buckets % 2
+    ):
         raise ValueError(
             f"num_buckets must be an even integer >= 4, got {num_buckets!r}; "
             "half the buckets (per direction) hold exact distances, the other half logarithmic ranges (T5 uses 32)"
         )
     per_direction = num_buckets // 2 if bidirectional else num_buckets
     max_exact = per_direction // 2
-    if isinstance(max_distance, bool) or not isinstance(max_distance, int) or max_distance <= max_exact:
+    if (
+        isinstance(max_distance, bool)
+        or not isinstance(max_distance, int)
+        or max_distance <= max_exact
+    ):
         raise ValueError(
             f"max_distance must be an integer larger than the exact range ({max_exact} for "
             f"num_buckets={num_buckets}, bidirectional={bidirectional}), got {max_distance!r}; "
@@ -160,12 +186,19 @@ def t5_relative_position_bucket(
     ``max_distance`` on shares the last bucket.
     """
     max_exact = _check_bucket_arguments(bidirectional, num_buckets, max_distance)
-    if not isinstance(relative_position, torch.Tensor) or relative_position.is_floating_point():
-        raise ValueError("relative_position must be an integer tensor of key - query positions")
+    if (
+        not isinstance(relative_position, torch.Tensor)
+        or relative_position.is_floating_point()
+    ):
+        raise ValueError(
+            "relative_position must be an integer tensor of key - query positions"
+        )
     relative_position = relative_position.long()
     if bidirectional:
         per_direction = num_buckets // 2
-        offset = (relative_position > 0).long() * per_direction  # keys after the query use the upper half
+        offset = (
+            relative_position > 0
+        ).long() * per_direction  # keys after the query use the upper half
         n = relative_position.abs()
     else:
         per_direction = num_buckets
@@ -173,7 +206,14 @@ def t5_relative_position_bucket(
         n = (-relative_position).clamp(min=0)  # keys after the query: distance 0
     # log-spaced buckets for n >= E (clamp keeps log away from 0 for the entries where n < E)
     ratio = n.clamp(min=max_exact).float() / max_exact
-    large = max_exact + (torch.log(ratio) / math.log(max_distance / max_exact) * (per_direction - max_exact)).long()
+    large = (
+        max_exact
+        + (
+            torch.log(ratio)
+            / math.log(max_distance / max_exact)
+            * (per_direction - max_exact)
+        ).long()
+    )
     large = large.clamp(max=per_direction - 1)
     return offset + torch.where(n < max_exact, n, large)
 
@@ -200,7 +240,11 @@ class T5RelativeBias(nn.Module):
         super().__init__()
         self.num_heads = require_positive_int(num_heads, "num_heads")
         _check_bucket_arguments(bidirectional, num_buckets, max_distance)
-        self.bidirectional, self.num_buckets, self.max_distance = bidirectional, num_buckets, max_distance
+        self.bidirectional, self.num_buckets, self.max_distance = (
+            bidirectional,
+            num_buckets,
+            max_distance,
+        )
         self.weight = nn.Parameter(torch.empty(num_buckets, num_heads))
         nn.init.normal_(self.weight, std=require_positive_float(init_std, "init_std"))
 
@@ -219,12 +263,16 @@ class T5RelativeBias(nn.Module):
         ``q_len`` positions; column ``c`` holds ``r = c - (k_len - 1)``.
         """
         k_len = q_len if k_len is None else k_len
-        r = torch.arange(-(k_len - 1), q_len, device=self.weight.device)  # every j - i that occurs
+        r = torch.arange(
+            -(k_len - 1), q_len, device=self.weight.device
+        )  # every j - i that occurs
         return self.weight[self.bucket(r)].T  # (H, R)
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         rel = relative_positions(q_len, k_len, device=self.weight.device)  # (Tq, Tk)
-        return self.weight[self.bucket(rel)].permute(2, 0, 1)  # (Tq, Tk, H) -> (H, Tq, Tk)
+        return self.weight[self.bucket(rel)].permute(
+            2, 0, 1
+        )  # (Tq, Tk, H) -> (H, Tq, Tk)
 
     def extra_repr(self) -> str:
         return (
@@ -238,7 +286,9 @@ class T5RelativeBias(nn.Module):
 # ---------------------------------------------------------------------------
 
 
-def cope_positions(q: torch.Tensor, k: torch.Tensor, *, max_position: float | None = None) -> torch.Tensor:
+def cope_positions(
+    q: torch.Tensor, k: torch.Tensor, *, max_position: float | None = None
+) -> torch.Tensor:
     """Contextual positions ``p_ij = sum_{t=j}^{i} sigmoid(q_i . k_t / sqrt(D))`` for ``j <= i`` (chapter 8).
 
     ``q``: ``(..., q_len, D)``, ``k``: ``(..., k_len, D)``; returns float32
@@ -247,9 +297,16 @@ def cope_positions(q: torch.Tensor, k: torch.Tensor, *, max_position: float | No
     query skip tokens it does not want to count. ``max_position`` clips ``p``.
     """
     q_len, k_len = q.shape[-2], k.shape[-2]
-    causal = relative_positions(q_len, k_len, device=q.device) <= 0  # (Tq, Tk): key j <= query i
+    causal = (
+        relative_positions(q_len, k_len, device=q.device) <= 0
+    )  # (Tq, Tk): key j <= query i
     # g_it = sigmoid(q_i . k_t / sqrt(D)), only for t <= i
-    gates = torch.sigmoid((q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])) * causal
+    gates = (
+        torch.sigmoid(
+            (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        )
+        * causal
+    )
     # p_ij = sum_{t >= j} g_it: a cumulative sum from the right
     positions = gates.flip(-1).cumsum(-1).flip(-1)  # (..., Tq, Tk)
     if max_position is not None:
@@ -267,7 +324,9 @@ def cope_bias(q: torch.Tensor, k: torch.Tensor, table: torch.Tensor) -> torch.Te
     Returns float32 ``(..., q_len, k_len)``; keys after the query get 0 (mask them).
     """
     if table.ndim != 2 or table.shape[-1] != q.shape[-1]:
-        raise ValueError(f"table must have shape (num_positions, head_dim={q.shape[-1]}), got {tuple(table.shape)}")
+        raise ValueError(
+            f"table must have shape (num_positions, head_dim={q.shape[-1]}), got {tuple(table.shape)}"
+        )
     positions = cope_positions(q, k, max_position=table.shape[0] - 1)  # (..., Tq, Tk)
     # z[..., i, r] = q_i . e_r / sqrt(D)
     z = (q.float() @ table.float().T) / math.sqrt(q.shape[-1])  # (..., Tq, P)

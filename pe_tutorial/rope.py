@@ -34,7 +34,12 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ._validation import require_even, require_integer_tensor, require_positive_float, require_positive_int
+from ._validation import (
+    require_even,
+    require_integer_tensor,
+    require_positive_float,
+    require_positive_int,
+)
 from .absolute import sinusoidal_frequencies
 
 __all__ = [
@@ -74,11 +79,15 @@ def _check_pairing(pairing: str) -> str:
 def _check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
     """Return the number of rotated channels: ``rotary_dim``, or all of ``head_dim`` when None."""
     require_positive_int(head_dim, "head_dim")
-    require_even(head_dim, "head_dim", "for RoPE (each frequency rotates a pair of channels)")
+    require_even(
+        head_dim, "head_dim", "for RoPE (each frequency rotates a pair of channels)"
+    )
     if rotary_dim is None:
         return head_dim
     require_positive_int(rotary_dim, "rotary_dim")
-    require_even(rotary_dim, "rotary_dim", "for RoPE (each frequency rotates a pair of channels)")
+    require_even(
+        rotary_dim, "rotary_dim", "for RoPE (each frequency rotates a pair of channels)"
+    )
     if rotary_dim > head_dim:
         raise ValueError(
             f"rotary_dim={rotary_dim} is larger than head_dim={head_dim}; "
@@ -90,9 +99,13 @@ def _check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
 def _check_x(x: torch.Tensor) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim < 2:
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"x must be a tensor of shape (..., seq, head_dim), got {shape}")
+        raise ValueError(
+            f"x must be a tensor of shape (..., seq, head_dim), got {shape}"
+        )
     if not x.is_floating_point():
-        raise ValueError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
+        raise ValueError(
+            f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}"
+        )
 
 
 def _resolve_positions(positions: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
@@ -132,7 +145,9 @@ def rope_frequencies(head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
     return sinusoidal_frequencies(head_dim, base=base)
 
 
-def rope_angles(positions: torch.Tensor, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
+def rope_angles(
+    positions: torch.Tensor, head_dim: int, *, base: float = 10000.0
+) -> torch.Tensor:
     """Rotation angles ``positions[..., None] * theta``, float32, shape ``positions.shape + (head_dim/2,)``.
 
     ``positions`` are integers, cast to float32 here (exact below 2**24); the
@@ -149,12 +164,17 @@ def rope_angles(positions: torch.Tensor, head_dim: int, *, base: float = 10000.0
 # ---------------------------------------------------------------------------
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int) -> torch.Tensor:
+def _rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
+) -> torch.Tensor:
     """Rotate the first ``rotary_dim`` channels of ``x`` by angles whose cos/sin are ``(..., T, R/2)``."""
     x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
     xf = x_rot.to(torch.float32)
     if pairing == "half":
-        x1, x2 = xf[..., : rotary_dim // 2], xf[..., rotary_dim // 2 :]  # (..., T, R/2) each
+        x1, x2 = (
+            xf[..., : rotary_dim // 2],
+            xf[..., rotary_dim // 2 :],
+        )  # (..., T, R/2) each
     else:
         x1, x2 = xf[..., 0::2], xf[..., 1::2]  # (..., T, R/2) each
     # (y_a, y_b) = (x_a cos - x_b sin, x_a sin + x_b cos)
@@ -163,11 +183,15 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str,
     if pairing == "half":
         rotated = torch.cat((y1, y2), dim=-1)  # (..., T, R)
     else:
-        rotated = torch.stack((y1, y2), dim=-1).flatten(-2)  # (..., T, R/2, 2) -> (..., T, R)
+        rotated = torch.stack((y1, y2), dim=-1).flatten(
+            -2
+        )  # (..., T, R/2, 2) -> (..., T, R)
     rotated = rotated.to(x.dtype)
     if x_pass.shape[-1] == 0:
         return rotated
-    return torch.cat((rotated, x_pass), dim=-1)  # partial rotary: the rest passes through
+    return torch.cat(
+        (rotated, x_pass), dim=-1
+    )  # partial rotary: the rest passes through
 
 
 def apply_rope(
@@ -265,7 +289,9 @@ def apply_rope_matrix(
     """
     _check_x(x)
     positions = _resolve_positions(positions, x)
-    matrices = rope_matrix(positions, x.shape[-1], base=base, pairing=pairing)  # (..., T, D, D)
+    matrices = rope_matrix(
+        positions, x.shape[-1], base=base, pairing=pairing
+    )  # (..., T, D, D)
     y = (matrices @ x.to(torch.float32)[..., None]).squeeze(-1)  # (..., T, D)
     return y.to(x.dtype)
 
@@ -294,9 +320,13 @@ def apply_rope_complex(
     phase = torch.polar(torch.ones_like(angles), angles)  # complex64, (..., T, D/2)
     xf = x.to(torch.float32)
     if pairing == "interleaved":
-        z = torch.view_as_complex(xf.reshape(*x.shape[:-1], head_dim // 2, 2).contiguous())  # (..., T, D/2)
+        z = torch.view_as_complex(
+            xf.reshape(*x.shape[:-1], head_dim // 2, 2).contiguous()
+        )  # (..., T, D/2)
         return torch.view_as_real(z * phase).flatten(-2).to(x.dtype)
-    z = torch.complex(xf[..., : head_dim // 2], xf[..., head_dim // 2 :])  # (..., T, D/2)
+    z = torch.complex(
+        xf[..., : head_dim // 2], xf[..., head_dim // 2 :]
+    )  # (..., T, D/2)
     rotated = z * phase
     return torch.cat((rotated.real, rotated.imag), dim=-1).to(x.dtype)
 
@@ -350,7 +380,9 @@ def convert_pairing(
     that checkpoint converters (Meta LLaMA to Hugging Face) apply to ``W_q``
     and ``W_k``; the attention scores are unchanged (chapter 6).
     """
-    perm = pairing_permutation(head_dim, source=source, target=target, rotary_dim=rotary_dim)
+    perm = pairing_permutation(
+        head_dim, source=source, target=target, rotary_dim=rotary_dim
+    )
     size = weight.shape[dim]
     if size % head_dim != 0:
         raise ValueError(
@@ -359,7 +391,9 @@ def convert_pairing(
         )
     num_heads = size // head_dim
     # row h * D + j of the result <- row h * D + perm[j] of the source
-    index = (torch.arange(num_heads)[:, None] * head_dim + perm[None, :]).flatten()  # (H * D,)
+    index = (
+        torch.arange(num_heads)[:, None] * head_dim + perm[None, :]
+    ).flatten()  # (H * D,)
     return weight.index_select(dim, index.to(weight.device))
 
 
@@ -369,18 +403,21 @@ def convert_pairing(
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE as a module: holds the frequencies and a cos/sin table, applies ``apply_rope`` (chapter 6).
+    """RoPE as a module: holds the frequencies and a cos/sin table, rotates like ``apply_rope`` (chapter 6).
 
     ``forward(x, positions=None)`` takes ``x`` of shape ``(..., seq, head_dim)``
     and integer positions broadcastable to ``(..., seq)`` (default
-    ``arange(seq)``) and returns the rotated ``x`` in its dtype.
+    ``arange(seq)``; ``arange(seq) + offset`` when decoding) and returns the
+    rotated ``x`` in its dtype.
 
     The table is indexed by *position*, never by sequence length, and holds
-    positions ``0 .. cached_positions - 1``. A position past its end grows the
-    table (to at least twice its size); negative positions are computed
-    directly. Nothing is ever truncated. Buffers are non-persistent, so the
-    state dict stays empty and ``.to(device)`` moves them; the table is kept in
-    float32 (rebuilt if someone casts the module to a lower precision).
+    positions ``0 .. cached_positions - 1``. ``extend_to(n)`` is the one way it
+    grows; ``cos_sin`` calls it (to at least twice the size) when a position
+    lies past the end, so nothing is ever truncated. Negative positions are
+    computed directly. Buffers are non-persistent, so the state dict stays
+    empty and ``.to(device)`` moves them; they stay float32 when the module is
+    cast to a lower precision. Positions and inputs on another device than the
+    module raise ``ValueError`` (move the module once with ``.to(device)``).
     Checking the largest position reads it back from the device (a sync on GPU).
     """
 
@@ -394,49 +431,88 @@ class RotaryEmbedding(nn.Module):
         max_positions: int = 2048,
     ):
         super().__init__()
-        self.head_dim = head_dim
         self.rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+        self.head_dim = head_dim
         self.base = require_positive_float(base, "base")
         self.pairing = _check_pairing(pairing)
         require_positive_int(max_positions, "max_positions")
-        self.register_buffer("inv_freq", rope_frequencies(self.rotary_dim, base=self.base), persistent=False)
-        self.register_buffer("cos_cached", torch.empty(0, self.rotary_dim // 2), persistent=False)
-        self.register_buffer("sin_cached", torch.empty(0, self.rotary_dim // 2), persistent=False)
-        self._build_table(max_positions)
+        half = self.rotary_dim // 2
+        self.register_buffer("inv_freq", self._frequencies(), persistent=False)
+        self.register_buffer("cos_cached", torch.empty(0, half), persistent=False)
+        self.register_buffer("sin_cached", torch.empty(0, half), persistent=False)
+        self.extend_to(max_positions)
+
+    def _frequencies(self, device: torch.device | str | None = None) -> torch.Tensor:
+        """``theta_i = base ** (-2i / rotary_dim)``, float32, ``(rotary_dim / 2,)``."""
+        return rope_frequencies(self.rotary_dim, base=self.base).to(device)
 
     @property
     def cached_positions(self) -> int:
         """How many positions (0, 1, ...) the cos/sin table holds now."""
         return self.cos_cached.shape[0]
 
+    def extend_to(self, num_positions: int) -> None:
+        """Make the table hold positions ``0 .. num_positions - 1``; it never shrinks."""
+        require_positive_int(num_positions, "num_positions")
+        if num_positions <= self.cached_positions:
+            return
+        self._build_table(num_positions)
+
     def _build_table(self, num_positions: int) -> None:
-        device = self.inv_freq.device
-        angles = rope_angles(torch.arange(num_positions, device=device), self.rotary_dim, base=self.base)  # (L, R/2)
+        positions = torch.arange(num_positions, device=self.inv_freq.device)
+        # angle_{m,i} = m * theta_i, float32, (L, R/2)
+        angles = positions.to(torch.float32)[:, None] * self.inv_freq
         self.cos_cached = angles.cos()
         self.sin_cached = angles.sin()
 
+    def _apply(self, fn, recurse=True):
+        # .to(device) moves the buffers; a cast (.half()) must not lower their
+        # precision, so they are rebuilt in float32 on whatever device they are now
+        super()._apply(fn, recurse)
+        if self.inv_freq.dtype != torch.float32:
+            self.inv_freq = self._frequencies(self.inv_freq.device)
+            self._build_table(self.cached_positions)
+        return self
+
+    def _check_device(self, tensor: torch.Tensor, what: str) -> None:
+        if tensor.device != self.inv_freq.device:
+            raise ValueError(
+                f"{what} are on {tensor.device} but this RotaryEmbedding's table is on "
+                f"{self.inv_freq.device}; move the module with .to({str(tensor.device)!r})"
+            )
+
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin of the angles of integer ``positions``, each ``positions.shape + (rotary_dim/2,)``, float32."""
+        """cos and sin of the angles of integer ``positions``, each ``positions.shape + (rotary_dim/2,)``.
+
+        float32, on the module's device, where ``positions`` must be too.
+        """
         require_integer_tensor(positions)
-        positions = positions.to(self.inv_freq.device)
+        self._check_device(positions, "positions")
         if positions.numel() == 0:
-            shape = (*positions.shape, self.rotary_dim // 2)
-            return positions.new_zeros(shape, dtype=torch.float32), positions.new_zeros(shape, dtype=torch.float32)
+            empty = positions.new_zeros(
+                (*positions.shape, self.rotary_dim // 2), dtype=torch.float32
+            )
+            return empty, empty.clone()
         if int(positions.min()) < 0:
-            angles = rope_angles(positions, self.rotary_dim, base=self.base)
+            angles = positions.to(torch.float32)[..., None] * self.inv_freq
             return angles.cos(), angles.sin()
         needed = int(positions.max()) + 1
-        if needed > self.cached_positions or self.cos_cached.dtype != torch.float32:
-            self._build_table(max(needed, 2 * self.cached_positions))
+        if needed > self.cached_positions:
+            self.extend_to(max(needed, 2 * self.cached_positions))
         return self.cos_cached[positions], self.sin_cached[positions]
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> torch.Tensor:
         _check_x(x)
         if x.shape[-1] != self.head_dim:
-            raise ValueError(f"x has head_dim {x.shape[-1]} but this RotaryEmbedding was built for {self.head_dim}")
+            raise ValueError(
+                f"x has head_dim {x.shape[-1]} but this RotaryEmbedding was built for {self.head_dim}"
+            )
+        self._check_device(x, "the inputs")
         positions = _resolve_positions(positions, x)
         cos, sin = self.cos_sin(positions)  # (..., T, R/2)
-        return _rotate(x, cos.to(x.device), sin.to(x.device), self.pairing, self.rotary_dim)
+        return _rotate(x, cos, sin, self.pairing, self.rotary_dim)
 
     def extra_repr(self) -> str:
         return (
@@ -450,7 +526,9 @@ class RotaryEmbedding(nn.Module):
 # ---------------------------------------------------------------------------
 
 
-def grid_positions(*sizes: int, device: torch.device | str | None = None) -> torch.Tensor:
+def grid_positions(
+    *sizes: int, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Integer coordinates of every cell of a grid, row-major: ``(prod(sizes), len(sizes))`` (chapter 6).
 
     ``grid_positions(2, 3)`` gives ``[[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]``:
@@ -458,7 +536,9 @@ def grid_positions(*sizes: int, device: torch.device | str | None = None) -> tor
     are flattened into a sequence.
     """
     if not sizes:
-        raise ValueError("grid_positions needs at least one size, e.g. grid_positions(height, width)")
+        raise ValueError(
+            "grid_positions needs at least one size, e.g. grid_positions(height, width)"
+        )
     for axis, size in enumerate(sizes):
         require_positive_int(size, f"sizes[{axis}]")
     axes = [torch.arange(size, device=device) for size in sizes]
@@ -497,7 +577,10 @@ def apply_rope_nd(
             f"use a head_dim divisible by 2 * n_axes = {2 * n_axes}"
         )
     chunks = x.split(head_dim // n_axes, dim=-1)  # n_axes x (..., T, D/n)
-    rotated = [apply_rope(c, positions[..., a], base=base, pairing=pairing) for a, c in enumerate(chunks)]
+    rotated = [
+        apply_rope(c, positions[..., a], base=base, pairing=pairing)
+        for a, c in enumerate(chunks)
+    ]
     return torch.cat(rotated, dim=-1)
 
 
@@ -506,7 +589,9 @@ def apply_rope_nd(
 # ---------------------------------------------------------------------------
 
 
-def rope_decay_curve(distances: torch.Tensor, head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
+def rope_decay_curve(
+    distances: torch.Tensor, head_dim: int, *, base: float = 10000.0
+) -> torch.Tensor:
     """The RoFormer long-term decay curve ``(2/D) sum_{j=1}^{D/2} |S_j(r)|`` for each relative distance r.
 
     ``S_j(r) = sum_{i<j} exp(i r theta_i)``. Summation by parts gives, for any
@@ -519,9 +604,13 @@ def rope_decay_curve(distances: torch.Tensor, head_dim: int, *, base: float = 10
     _check_rotary_dim(head_dim, None)
     base = require_positive_float(base, "base")
     # theta_i = base^(-2i/D), here in float64: this curve is analysis, not a model's forward pass
-    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
+    theta = base ** (
+        -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    )  # (D/2,)
     r = torch.as_tensor(distances, dtype=torch.float64)
     # S_j(r) for j = 1..D/2: cumulative sums of e^{i r theta_i}
-    phases = torch.polar(torch.ones_like(r)[..., None] * torch.ones_like(theta), r[..., None] * theta)
+    phases = torch.polar(
+        torch.ones_like(r)[..., None] * torch.ones_like(theta), r[..., None] * theta
+    )
     partial_sums = torch.cumsum(phases, dim=-1)  # (..., D/2)
     return partial_sums.abs().mean(dim=-1)

@@ -175,7 +175,10 @@ def rope_block_residual(num_pairs: int = 3) -> sp.Expr:
     """``(R_m q)^T (R_n k) - q^T R_{n-m} k`` for the block-diagonal matrix of several frequencies (chapter 6)."""
     dim = 2 * num_pairs
     q, key = _vector("q", dim), _vector("k", dim)
-    score = ((rope_block_matrix(m, num_pairs) * q).T * (rope_block_matrix(n, num_pairs) * key))[0, 0]
+    score = (
+        (rope_block_matrix(m, num_pairs) * q).T
+        * (rope_block_matrix(n, num_pairs) * key)
+    )[0, 0]
     relative = (q.T * rope_block_matrix(n - m, num_pairs) * key)[0, 0]
     return score - relative
 
@@ -190,7 +193,9 @@ def rope_complex_residual_2d() -> sp.Expr:
     q, key = _vector("q", 2), _vector("k", 2)
     zq = q[0] + sp.I * q[1]
     zk = key[0] + sp.I * key[1]
-    complex_form = sp.re(sp.expand(zq * sp.conjugate(zk) * sp.exp(sp.I * (m - n) * theta), complex=True))
+    complex_form = sp.re(
+        sp.expand(zq * sp.conjugate(zk) * sp.exp(sp.I * (m - n) * theta), complex=True)
+    )
     return rope_score_2d() - complex_form
 
 
@@ -212,7 +217,9 @@ def abel_summation_residual(num_pairs: int = 4) -> sp.Expr:
     hs = list(sp.symbols(f"h_0:{num_pairs}")) + [sp.Integer(0)]
     thetas = sp.symbols(f"theta_0:{num_pairs}", positive=True)
     phases = [sp.exp(sp.I * r * t) for t in thetas]
-    partial = [sum(phases[:j], sp.Integer(0)) for j in range(num_pairs + 1)]  # S_0 .. S_h
+    partial = [
+        sum(phases[:j], sp.Integer(0)) for j in range(num_pairs + 1)
+    ]  # S_0 .. S_h
     direct = sum(hs[i] * phases[i] for i in range(num_pairs))
     by_parts = -sum(partial[i + 1] * (hs[i + 1] - hs[i]) for i in range(num_pairs))
     return direct - by_parts

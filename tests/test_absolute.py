@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from pe_tutorial.absolute import (
     LearnedPositionalEmbedding,
+    SinusoidalPositionalEmbedding,
     binary_encoding,
     integer_encoding,
     neighbour_distances,
@@ -24,7 +25,9 @@ FAST = settings(max_examples=40, deadline=None)
 EVEN_DIMS = st.integers(1, 32).map(lambda half: 2 * half)
 
 
-def naive_sinusoidal(num_positions: int, dim: int, base: float = 10000.0) -> torch.Tensor:
+def naive_sinusoidal(
+    num_positions: int, dim: int, base: float = 10000.0
+) -> torch.Tensor:
     """The formula of Vaswani et al. written out with math.sin/cos, one entry at a time, in float64."""
     table = torch.empty(num_positions, dim, dtype=torch.float64)
     for p in range(num_positions):
@@ -44,11 +47,15 @@ def test_frequencies_reference_values():
     torch.testing.assert_close(sinusoidal_frequencies(8), expected, rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("dim, base", [(8, 10000.0), (16, 10000.0), (6, 500.0), (2, 10.0)])
+@pytest.mark.parametrize(
+    "dim, base", [(8, 10000.0), (16, 10000.0), (6, 500.0), (2, 10.0)]
+)
 def test_sinusoidal_matches_naive_loop(dim, base):
     table = sinusoidal_encoding(50, dim, base=base)
     assert table.dtype == torch.float32 and table.shape == (50, dim)
-    torch.testing.assert_close(table.double(), naive_sinusoidal(50, dim, base), atol=2e-6, rtol=0)
+    torch.testing.assert_close(
+        table.double(), naive_sinusoidal(50, dim, base), atol=2e-6, rtol=0
+    )
 
 
 def test_sinusoidal_layout_sin_in_even_cos_in_odd_channels():
@@ -95,7 +102,9 @@ def test_shift_matrix_moves_every_position_by_k(k, dim):
     positions = torch.arange(300, 400)
     M = sinusoidal_shift_matrix(k, dim)
     shifted = sinusoidal_at(positions, dim) @ M.T
-    torch.testing.assert_close(shifted, sinusoidal_at(positions + k, dim), atol=2e-4, rtol=0)
+    torch.testing.assert_close(
+        shifted, sinusoidal_at(positions + k, dim), atol=2e-4, rtol=0
+    )
 
 
 def test_shift_matrix_blocks_built_by_hand():
@@ -112,7 +121,9 @@ def test_shift_matrix_blocks_built_by_hand():
 @given(a=st.integers(-500, 500), b=st.integers(-500, 500))
 def test_shift_matrices_are_rotations_that_compose(a, b):
     Ma, Mb, Mab = (sinusoidal_shift_matrix(k, 16).double() for k in (a, b, a + b))
-    torch.testing.assert_close(Ma @ Ma.T, torch.eye(16, dtype=torch.float64), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        Ma @ Ma.T, torch.eye(16, dtype=torch.float64), atol=1e-6, rtol=0
+    )
     assert float(torch.linalg.det(Ma)) == pytest.approx(1.0, abs=1e-5)
     torch.testing.assert_close(Ma @ Mb, Mab, atol=1e-5, rtol=0)
 
@@ -131,7 +142,10 @@ def test_shift_by_zero_is_identity():
         (lambda: sinusoidal_encoding(4, 8, base=-2.0), "base must be a positive"),
         (lambda: sinusoidal_at(torch.tensor([0.5]), 8), "integer tensor"),
         (lambda: sinusoidal_shift_matrix(1.5, 8), "k must be an integer"),
-        (lambda: sinusoidal_encoding(4.0, 8), "num_positions must be a positive integer"),
+        (
+            lambda: sinusoidal_encoding(4.0, 8),
+            "num_positions must be a positive integer",
+        ),
     ],
 )
 def test_sinusoidal_rejects_bad_input(call, message):
@@ -149,7 +163,13 @@ def test_integer_encoding_is_the_position_in_every_channel():
 
 
 def test_normalized_integer_encoding_depends_on_length():
-    assert integer_encoding(5, normalize=True)[:, 0].tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert integer_encoding(5, normalize=True)[:, 0].tolist() == [
+        0.0,
+        0.25,
+        0.5,
+        0.75,
+        1.0,
+    ]
     assert integer_encoding(11, normalize=True)[3, 0].item() == pytest.approx(0.3)
     assert integer_encoding(1, normalize=True).tolist() == [[0.0]]
 
@@ -186,7 +206,9 @@ def test_binary_with_extra_bits_pads_with_zeros():
 
 
 def test_binary_refuses_too_few_bits_and_names_the_minimum():
-    with pytest.raises(ValueError, match=r"too few for 100 positions; use num_bits >= 7"):
+    with pytest.raises(
+        ValueError, match=r"too few for 100 positions; use num_bits >= 7"
+    ):
         binary_encoding(100, num_bits=6)
     with pytest.raises(ValueError, match="num_bits must be a positive integer"):
         binary_encoding(1, num_bits=0)
@@ -198,15 +220,21 @@ def test_binary_refuses_too_few_bits_and_names_the_minimum():
 def test_neighbour_distances_match_loop():
     table = torch.randn(20, 5)
     expected = [math.dist(table[p].tolist(), table[p + 1].tolist()) for p in range(19)]
-    torch.testing.assert_close(neighbour_distances(table), torch.tensor(expected), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        neighbour_distances(table), torch.tensor(expected), atol=1e-5, rtol=0
+    )
 
 
 def test_neighbour_distances_binary_and_sinusoidal():
     # 7 -> 8 flips four bits; sinusoidal steps are all equal (sum_i 2 - 2 cos(omega_i))
     assert neighbour_distances(binary_encoding(16))[7].item() == pytest.approx(2.0)
     steps = neighbour_distances(sinusoidal_encoding(100, 16)).double()
-    closed_form = math.sqrt(sum(2 - 2 * math.cos(w) for w in sinusoidal_frequencies(16).tolist()))
-    torch.testing.assert_close(steps, torch.full_like(steps, closed_form), atol=1e-5, rtol=0)
+    closed_form = math.sqrt(
+        sum(2 - 2 * math.cos(w) for w in sinusoidal_frequencies(16).tolist())
+    )
+    torch.testing.assert_close(
+        steps, torch.full_like(steps, closed_form), atol=1e-5, rtol=0
+    )
 
 
 def test_neighbour_distances_rejects_bad_shapes():
@@ -235,7 +263,10 @@ def test_learned_table_initial_scale():
 
 def test_learned_table_refuses_positions_past_its_size():
     table = LearnedPositionalEmbedding(512, 8)
-    with pytest.raises(ValueError, match=r"position 600 is past the learned table, which has 512 rows \(positions 0..511\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"position 600 is past the learned table, which has 512 rows \(positions 0..511\)",
+    ):
         table(torch.arange(601))
     with pytest.raises(ValueError, match="position 512 is past"):
         table(torch.tensor([512]))
@@ -249,3 +280,14 @@ def test_learned_table_refuses_positions_past_its_size():
 def test_learned_table_rejects_bad_sizes(args):
     with pytest.raises(ValueError, match="must be a positive integer"):
         LearnedPositionalEmbedding(*args)
+
+
+def test_sinusoidal_module_computes_any_position_like_the_function():
+    module = SinusoidalPositionalEmbedding(8, base=100.0)
+    positions = torch.tensor([[0, 5], [70000, 3]])
+    torch.testing.assert_close(
+        module(positions), sinusoidal_at(positions, 8, base=100.0)
+    )
+    assert dict(module.state_dict()) == {}
+    with pytest.raises(ValueError, match="dim must be even"):
+        SinusoidalPositionalEmbedding(7)

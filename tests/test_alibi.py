@@ -7,7 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.alibi import alibi_bias, alibi_slopes, query_positions
+from pe_tutorial.alibi import ALiBiBias, alibi_bias, alibi_slopes
+from pe_tutorial.positions import query_positions
 
 
 def reference_slopes(n):
@@ -34,7 +35,9 @@ def test_slopes_for_12_heads_append_the_odd_half_powers_in_order():
     assert torch.allclose(alibi_slopes(12), expected, rtol=1e-7, atol=0)
 
 
-@pytest.mark.parametrize("num_heads", [1, 2, 3, 5, 6, 7, 8, 12, 16, 20, 24, 32, 40, 64, 96, 112])
+@pytest.mark.parametrize(
+    "num_heads", [1, 2, 3, 5, 6, 7, 8, 12, 16, 20, 24, 32, 40, 64, 96, 112]
+)
 def test_slopes_match_the_papers_recursive_rule(num_heads):
     expected = torch.tensor(reference_slopes(num_heads), dtype=torch.float32)
     slopes = alibi_slopes(num_heads)
@@ -47,8 +50,13 @@ def test_power_of_two_slopes_are_geometric_with_start_equal_to_ratio(num_heads):
     slopes = alibi_slopes(num_heads).double()
     ratio = 2.0 ** (-8.0 / num_heads)
     assert math.isclose(slopes[0].item(), ratio, rel_tol=1e-6)
-    assert torch.allclose(slopes[1:] / slopes[:-1], torch.full((num_heads - 1,), ratio, dtype=torch.float64))
-    assert math.isclose(slopes[-1].item(), 2.0**-8, rel_tol=1e-6)  # the smallest slope is always 1/256
+    assert torch.allclose(
+        slopes[1:] / slopes[:-1],
+        torch.full((num_heads - 1,), ratio, dtype=torch.float64),
+    )
+    assert math.isclose(
+        slopes[-1].item(), 2.0**-8, rel_tol=1e-6
+    )  # the smallest slope is always 1/256
 
 
 @pytest.mark.parametrize("num_heads", [3, 12, 20, 48])
@@ -97,32 +105,51 @@ def test_bias_matches_a_loop_over_i_and_j(num_heads, k_len, q_drop, causal):
     q_len = max(1, k_len - q_drop)
     bias = alibi_bias(num_heads, q_len, k_len, causal=causal)
     assert bias.shape == (num_heads, q_len, k_len) and bias.dtype == torch.float32
-    assert torch.allclose(bias.double(), naive_bias(num_heads, q_len, k_len, causal), atol=1e-5)
+    assert torch.allclose(
+        bias.double(), naive_bias(num_heads, q_len, k_len, causal), atol=1e-5
+    )
 
 
 def test_k_len_defaults_to_q_len_and_decoding_row_is_the_last_row():
     full = alibi_bias(8, 10)
     assert full.shape == (8, 10, 10)
-    assert torch.equal(alibi_bias(8, 1, 10), full[:, -1:, :])  # one new token against a cache of 10
+    assert torch.equal(
+        alibi_bias(8, 1, 10), full[:, -1:, :]
+    )  # one new token against a cache of 10
     assert torch.equal(query_positions(3, 10), torch.tensor([7, 8, 9]))
 
 
 @settings(max_examples=30, deadline=None)
-@given(num_heads=st.integers(1, 8), seq_len=st.integers(1, 16), seed=st.integers(0, 2**16))
-def test_causal_bias_equals_key_position_only_bias_after_softmax(num_heads, seq_len, seed):
+@given(
+    num_heads=st.integers(1, 8), seq_len=st.integers(1, 16), seed=st.integers(0, 2**16)
+)
+def test_causal_bias_equals_key_position_only_bias_after_softmax(
+    num_heads, seq_len, seed
+):
     """-m (i - j) = m j - m i; the -m i is constant along a row, and softmax ignores row constants."""
     torch.manual_seed(seed)
     scores = torch.randn(num_heads, seq_len, seq_len, dtype=torch.float64)
     causal = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
     slopes = alibi_slopes(num_heads).double()
-    key_only = slopes[:, None, None] * torch.arange(seq_len, dtype=torch.float64)  # m_h * j, same on every row
-    a = torch.softmax((scores + alibi_bias(num_heads, seq_len).double()).masked_fill(~causal, -math.inf), -1)
+    key_only = slopes[:, None, None] * torch.arange(
+        seq_len, dtype=torch.float64
+    )  # m_h * j, same on every row
+    a = torch.softmax(
+        (scores + alibi_bias(num_heads, seq_len).double()).masked_fill(
+            ~causal, -math.inf
+        ),
+        -1,
+    )
     b = torch.softmax((scores + key_only).masked_fill(~causal, -math.inf), -1)
     assert torch.allclose(a, b, atol=1e-6)
     # and the difference between the two biases is constant along every row
     diff = (alibi_bias(num_heads, seq_len).double() - key_only).masked_fill(~causal, 0)
     row_constant = -slopes[:, None] * torch.arange(seq_len)  # -m_h * i
-    assert torch.allclose(diff, row_constant[:, :, None].expand_as(diff).masked_fill(~causal, 0), atol=1e-4)
+    assert torch.allclose(
+        diff,
+        row_constant[:, :, None].expand_as(diff).masked_fill(~causal, 0),
+        atol=1e-4,
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -140,6 +167,22 @@ def test_bias_is_zero_on_the_diagonal_and_falls_linearly_with_distance():
     assert torch.equal(bias.diagonal(dim1=-2, dim2=-1), torch.zeros(4, 6))
     slopes = alibi_slopes(4)
     # one step further back costs exactly one slope
-    assert torch.allclose(bias[:, 5, :5] - bias[:, 5, 1:6], -slopes[:, None].expand(4, 5))
+    assert torch.allclose(
+        bias[:, 5, :5] - bias[:, 5, 1:6], -slopes[:, None].expand(4, 5)
+    )
     # causal future entries are left at 0 (the causal mask removes them)
     assert torch.equal(bias[:, 0, 1:], torch.zeros(4, 5))
+
+
+def test_alibi_module_holds_the_slopes_once_and_builds_the_same_bias():
+    module = ALiBiBias(6)
+    assert dict(module.state_dict()) == {}
+    # published values for 6 heads: 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3
+    torch.testing.assert_close(
+        module.slopes, 2.0 ** -torch.tensor([2.0, 4, 6, 8, 1, 3])
+    )
+    torch.testing.assert_close(
+        module(3, 5, causal=False), alibi_bias(6, 3, 5, causal=False)
+    )
+    module.slopes.mul_(2.0)
+    torch.testing.assert_close(module(4), 2.0 * alibi_bias(6, 4))

@@ -1,70 +1,41 @@
-"""Tests for pe_tutorial.attention: the reference attention, the three kernels, every position scheme, masks."""
+"""Tests for pe_tutorial.attention: the reference attention, masks, the three kernels, the config.
 
+Every scheme-specific check lives in test_schemes.py, and the multi-head layer
+against a per-head loop in test_multi_head.py; here the bias is a plain tensor.
+"""
+
+import ast
 import math
-import warnings
+from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from pe_tutorial.absolute import sinusoidal_encoding
-from pe_tutorial.alibi import alibi_slopes
 from pe_tutorial.attention import (
+    DEFAULT_KERNEL,
     KERNELS,
-    ALiBiPosition,
-    AbsolutePosition,
     AttentionConfig,
-    ContextualPosition,
     MultiHeadAttention,
-    NoPosition,
-    PositionScheme,
-    RotaryPosition,
-    ShawPosition,
-    T5Position,
     attend,
     attention_weights,
+    causal_mask,
     dot_product_attention,
     flex_available,
     padding_mask,
 )
+from pe_tutorial.position_scheme import PositionScheme
 
-pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-needs_flex = pytest.mark.skipif(not flex_available(), reason="this torch has no FlexAttention")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:flex_attention called without torch.compile"
+)
+AVAILABLE_KERNELS = KERNELS if flex_available() else ("naive", "sdpa")
 
 B, H, D = 2, 4, 8
-
-
-def schemes():
-    """One instance of every scheme, with learned tables set to values large enough to matter."""
-    torch.manual_seed(0)
-    made = {
-        "none": NoPosition(),
-        "absolute": AbsolutePosition(H * D),
-        "rope": RotaryPosition(),
-        "alibi": ALiBiPosition(H),
-        "t5-bidirectional": T5Position(H, num_buckets=8, max_distance=12),
-        "t5-causal": T5Position(H, bidirectional=False, num_buckets=8, max_distance=12),
-        "shaw": ShawPosition(3, D),
-        "cope": ContextualPosition(6, D),
-    }
-    for scheme in made.values():
-        for p in scheme.parameters():
-            torch.nn.init.normal_(p)
-    return made
-
-
-SCHEMES = schemes()
 
 
 def qkv(q_len, k_len, seed=0):
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(B, H, n, D, generator=g) for n in (q_len, k_len, k_len))
-
-
-# ---------------------------------------------------------------------------
-# the reference attention of chapter 1 keeps its behaviour
-# ---------------------------------------------------------------------------
 
 
 def loop_attention(q, k, v, bias=None, mask=None):
@@ -77,8 +48,12 @@ def loop_attention(q, k, v, bias=None, mask=None):
                 for j in range(k.shape[2]):
                     if mask is not None and not mask[b, h, i, j]:
                         continue
-                    s = (q[b, h, i] @ k[b, h, j]).item() / math.sqrt(q.shape[-1])
-                    logits.append((j, s + (0.0 if bias is None else bias[b, h, i, j].item())))
+                    s = (q[b, h, i].double() @ k[b, h, j].double()).item() / math.sqrt(
+                        q.shape[-1]
+                    )
+                    logits.append(
+                        (j, s + (0.0 if bias is None else bias[b, h, i, j].item()))
+                    )
                 if not logits:
                     continue  # no key: zeros
                 top = max(s for _, s in logits)
@@ -87,6 +62,11 @@ def loop_attention(q, k, v, bias=None, mask=None):
                 for j, w in weights:
                     out[b, h, i] += w / total * v[b, h, j].double()
     return out
+
+
+# ---------------------------------------------------------------------------
+# the reference attention of chapter 1
+# ---------------------------------------------------------------------------
 
 
 def test_dot_product_attention_matches_a_loop_with_bias_and_mask():
@@ -98,186 +78,136 @@ def test_dot_product_attention_matches_a_loop_with_bias_and_mask():
     assert torch.allclose(got.double(), loop_attention(q, k, v, bias, mask), atol=1e-5)
     assert torch.equal(got[0, 0, 2], torch.zeros(D))
     weights = attention_weights(q, k, mask=mask)
-    assert torch.allclose(weights.sum(-1)[mask.any(-1)], torch.ones(int(mask.any(-1).sum())))
+    assert torch.allclose(
+        weights.sum(-1)[mask.any(-1)], torch.ones(int(mask.any(-1).sum()))
+    )
+
+
+@pytest.mark.parametrize("where", ["q", "k", "bias"])
+def test_a_nan_in_the_input_comes_out_as_nan_not_zeros(where):
+    q, k, v = qkv(4, 4)
+    bias = torch.zeros(B, H, 4, 4)
+    {"q": q, "k": k, "bias": bias}[where][0, 0, 1, 0] = float("nan")
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()
+    out = dot_product_attention(q, k, v, bias=bias, mask=mask)
+    assert out[0, 0].isnan().any(), "the NaN was silently replaced"
+    assert not out[1].isnan().any(), "the NaN leaked into another sequence"
+
+
+def test_a_query_with_no_key_gets_zeros_and_a_finite_gradient():
+    q, k, v = (t.requires_grad_(True) for t in qkv(3, 3))
+    mask = torch.tensor(
+        [[True, False, False], [False, False, False], [True, True, True]]
+    )
+    out = dot_product_attention(q, k, v, mask=mask)
+    assert torch.equal(out[:, :, 1], torch.zeros(B, H, D))
+    (grad,) = torch.autograd.grad(out.sum(), q)
+    assert torch.isfinite(grad).all()
+
+
+@pytest.mark.parametrize("shape", [(5, 1), (1, 5), (1, 1), (H, 5, 5), (B, 1, 5, 5)])
+def test_attention_weights_accept_every_broadcastable_bias(shape):
+    q, k, _ = qkv(5, 5)
+    bias = torch.randn(shape)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D) + bias, dim=-1)
+    torch.testing.assert_close(attention_weights(q, k, bias=bias), expected)
 
 
 # ---------------------------------------------------------------------------
-# the three kernels agree, for every scheme
+# masks
 # ---------------------------------------------------------------------------
 
 
-# the absolute scheme acts on the input (tested with MultiHeadAttention); CoPE is causal only
-CASES = [(name, causal) for name in SCHEMES if name != "absolute" for causal in (True, False)
-         if causal or name != "cope"]
+def test_causal_mask_is_lower_triangular_and_lets_the_last_query_see_every_key():
+    assert torch.equal(causal_mask(4), torch.ones(4, 4, dtype=torch.bool).tril())
+    # two decoding queries at positions 4 and 5 of six keys
+    assert causal_mask(2, 6).tolist() == [[True] * 5 + [False], [True] * 6]
 
 
-@pytest.mark.parametrize("name, causal", CASES)
-@pytest.mark.parametrize("q_len, k_len", [(7, 7), (3, 7)])
-def test_kernels_agree_for_every_scheme(name, causal, q_len, k_len):
-    q, k, v = qkv(q_len, k_len)
-    scheme = SCHEMES[name]
-    kernels = KERNELS if flex_available() else ("naive", "sdpa")
-    mask = padding_mask(torch.tensor([k_len, k_len - 3]), k_len)
-    outs = {kernel: attend(q, k, v, scheme, mask=mask, causal=causal, kernel=kernel) for kernel in kernels}
-    for kernel, out in outs.items():
-        assert out.shape == (B, H, q_len, D)
-        assert torch.allclose(out, outs["naive"], atol=1e-5), kernel
-
-
-@pytest.mark.parametrize("name", ["alibi", "t5-causal", "shaw", "rope", "cope"])
-def test_naive_kernel_with_a_scheme_matches_a_loop(name):
-    """Build each scheme's score by hand, pair by pair, and run the loop attention on it."""
-    q, k, v = qkv(6, 6, seed=3)
-    scheme = SCHEMES[name]
-    bias = torch.zeros(B, H, 6, 6)
-    q_used, k_used = q, k
-    for b in range(B):
-        for h in range(H):
-            for i in range(6):
-                for j in range(i + 1):
-                    if name == "alibi":
-                        bias[b, h, i, j] = -alibi_slopes(H)[h] * (i - j)
-                    elif name == "t5-causal":
-                        table = scheme.table
-                        bias[b, h, i, j] = table.weight[table.bucket(torch.tensor(j - i)), h]
-                    elif name == "shaw":
-                        a_ij = scheme.table.weight[min(max(j - i, -3), 3) + 3]
-                        bias[b, h, i, j] = q[b, h, i] @ a_ij / math.sqrt(D)
-                    elif name == "cope":
-                        gates = [torch.sigmoid(q[b, h, i] @ k[b, h, t] / math.sqrt(D)).item() for t in range(j, i + 1)]
-                        p = min(sum(gates), 5.0)
-                        e = scheme.table.weight
-                        lo, hi = math.floor(p), math.ceil(p)
-                        bias[b, h, i, j] = q[b, h, i] @ ((1 - (p - lo)) * e[lo] + (p - lo) * e[hi]) / math.sqrt(D)
-    if name == "rope":
-        from pe_tutorial.rope import apply_rope
-
-        q_used, k_used = apply_rope(q), apply_rope(k)
-    causal = torch.ones(6, 6, dtype=torch.bool).tril().expand(B, H, 6, 6)
-    expected = loop_attention(q_used, k_used, v, bias, causal)
-    got = attend(q, k, v, scheme, causal=True, kernel="naive")
-    assert torch.allclose(got.double(), expected, atol=1e-5)
-
-
-def test_shaw_attention_is_q_dot_k_plus_a():
-    """Shaw et al.'s score q_i . (k_j + a_ij) / sqrt(D), written with the a_ij tensor built explicitly."""
-    q, k, v = qkv(5, 5, seed=4)
-    scheme = SCHEMES["shaw"]
-    index = (torch.arange(5)[None, :] - torch.arange(5)[:, None]).clamp(-3, 3) + 3
-    a = scheme.table.weight[index]  # (T, T, D): every a_ij
-    scores = torch.einsum("bhid,bhijd->bhij", q, k[:, :, None, :, :] + a) / math.sqrt(D)
-    expected = torch.softmax(scores, -1) @ v
-    assert torch.allclose(attend(q, k, v, scheme, kernel="sdpa"), expected, atol=1e-5)
-
-
-@settings(max_examples=15, deadline=None)
-@given(shift=st.integers(1, 50), seed=st.integers(0, 2**16))
-def test_rope_scheme_scores_depend_only_on_relative_position(shift, seed):
-    """Rotating by positions m and n leaves scores that see only n - m: prepend `shift` keys and compare."""
-    torch.manual_seed(seed)
-    q, k, v = (torch.randn(1, 1, 4, D) for _ in range(3))
-    pad = torch.randn(1, 1, shift, D)
-    scheme = SCHEMES["rope"]
-    # the last 4 queries over all keys, with keys before them masked out, equal the unshifted attention
-    q_long, k_long, v_long = (torch.cat((pad, t), dim=2) for t in (q, k, v))
-    mask = (torch.arange(shift + 4) >= shift)[None, None, None, :]
-    shifted = attend(q_long, k_long, v_long, scheme, mask=mask, kernel="naive")[:, :, shift:]
-    assert torch.allclose(shifted, attend(q, k, v, scheme, kernel="naive"), atol=1e-4)
-
-
-def test_alibi_scheme_is_shift_invariant_but_nope_is_permutation_equivariant():
-    q, k, v = qkv(6, 6, seed=5)
-    perm = torch.tensor([3, 0, 5, 1, 4, 2])
-    nope = attend(q[:, :, perm], k[:, :, perm], v[:, :, perm], NoPosition())
-    assert torch.allclose(nope, attend(q, k, v, NoPosition())[:, :, perm], atol=1e-6)
-    alibi = attend(q[:, :, perm], k[:, :, perm], v[:, :, perm], SCHEMES["alibi"])
-    assert not torch.allclose(alibi, attend(q, k, v, SCHEMES["alibi"])[:, :, perm], atol=1e-3)
+def test_padding_mask_marks_the_real_tokens():
+    keys = padding_mask(torch.tensor([3, 1]), 4)
+    assert keys.shape == (2, 1, 1, 4)
+    assert keys[:, 0, 0].tolist() == [
+        [True, True, True, False],
+        [True, False, False, False],
+    ]
+    both = padding_mask(torch.tensor([2]), 3, queries=True)[0, 0]
+    assert both.tolist() == [
+        [True, True, False],
+        [True, True, False],
+        [False, False, False],
+    ]
 
 
 # ---------------------------------------------------------------------------
-# masks: padding works with every scheme, empty rows give zeros
+# the kernels, with a plain tensor bias
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in SCHEMES if n != "absolute"])
-def test_padded_queries_get_zeros_and_no_nan_in_every_kernel(name):
-    q, k, v = qkv(6, 6)
-    for tensor in (q, k, v):
-        tensor.requires_grad_(True)
-    mask = padding_mask(torch.tensor([6, 2]), 6, queries=True)  # (B, 1, T, T)
-    kernels = KERNELS if flex_available() else ("naive", "sdpa")
-    for kernel in kernels:
-        # FlexAttention has no backward on the CPU (torch 2.13): run it on detached inputs
-        inputs = (q, k, v) if kernel != "flex" else (q.detach(), k.detach(), v.detach())
-        out = attend(*inputs, SCHEMES[name], mask=mask, causal=True, kernel=kernel)
-        assert not out.isnan().any(), kernel
-        assert torch.equal(out[1, :, 2:], torch.zeros(H, 4, D)), kernel
-        if kernel != "flex":
-            (grad,) = torch.autograd.grad(out.sum(), q)
-            assert torch.isfinite(grad).all() and torch.equal(grad[1, :, 2:], torch.zeros(H, 4, D)), kernel
+class FixedBias(PositionScheme):
+    """A scheme whose bias is a given tensor, to test the kernels without any encoding."""
 
-
-@pytest.mark.parametrize("name", ["alibi", "t5-bidirectional", "shaw"])
-def test_padding_is_the_same_as_dropping_the_padded_keys(name):
-    q, k, v = qkv(7, 7, seed=6)
-    mask = padding_mask(torch.tensor([7, 4]), 7)
-    padded = attend(q, k, v, SCHEMES[name], mask=mask, kernel="sdpa")
-    # sequence 1 alone, truncated to its 4 real tokens (queries are then at positions 0..3 as before)
-    alone = attend(q[1:, :, :4], k[1:, :, :4], v[1:, :, :4], SCHEMES[name], kernel="naive")
-    assert torch.allclose(padded[1:, :, :4], alone, atol=1e-5)
-
-
-# ---------------------------------------------------------------------------
-# the module and bad input
-# ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", list(SCHEMES))
-def test_multi_head_attention_runs_every_scheme_and_kernels_agree(name):
-    torch.manual_seed(0)
-    layer = MultiHeadAttention(AttentionConfig(d_model=H * D, num_heads=H, causal=True), SCHEMES[name])
-    x = torch.randn(B, 7, H * D)
-    mask = padding_mask(torch.tensor([7, 5]), 7)
-    with torch.no_grad():  # FlexAttention has no backward on the CPU
-        out = layer(x, mask)
-        assert out.shape == x.shape
-        assert torch.allclose(layer(x, mask, kernel="naive"), out, atol=1e-5)
-        if flex_available():
-            assert torch.allclose(layer(x, mask, kernel="flex"), out, atol=1e-5)
-
-
-def test_absolute_scheme_adds_the_sinusoidal_table_to_the_input():
-    x = torch.zeros(2, 5, 16)
-    assert torch.equal(AbsolutePosition(16).add_to_input(x), sinusoidal_encoding(5, 16).expand(2, 5, 16))
-
-
-def test_config_rejects_heads_that_do_not_divide_d_model():
-    with pytest.raises(ValueError, match="not divisible by num_heads"):
-        AttentionConfig(d_model=30, num_heads=4)
-    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
-        AttentionConfig(d_model=32, num_heads=0)
-    with pytest.raises(ValueError, match="kernel must be one of"):
-        AttentionConfig(d_model=32, num_heads=4, kernel="fast")
-    assert AttentionConfig(d_model=32, num_heads=4).head_dim == 8
-
-
-class WrongBias(PositionScheme):
-    def __init__(self, shape):
+    def __init__(self, bias):
         super().__init__()
-        self.shape = shape
+        self.fixed = bias
 
     def bias(self, q, k, *, causal):
-        return torch.zeros(self.shape)
+        return self.fixed
 
 
-@pytest.mark.parametrize("shape", [(H, 6, 5), (H + 1, 6, 6), (3, H, 6, 6), (1, 1, 1, 6, 6)])
-@pytest.mark.parametrize("kernel", ["naive", "sdpa", "flex"])
+@pytest.mark.parametrize("kernel", AVAILABLE_KERNELS)
+@pytest.mark.parametrize("bias_shape", [None, (H, 3, 6), (B, H, 3, 6), (3, 1), (1, 6)])
+def test_every_kernel_matches_the_loop_with_bias_padding_and_causal_decoding(
+    kernel, bias_shape
+):
+    q, k, v = qkv(3, 6, seed=1)
+    bias = (
+        None
+        if bias_shape is None
+        else torch.randn(bias_shape, generator=torch.Generator().manual_seed(2))
+    )
+    padding = padding_mask(torch.tensor([6, 4]), 6)  # (B, 1, 1, 6)
+    got = attend(q, k, v, FixedBias(bias), mask=padding, causal=True, kernel=kernel)
+    # queries are the last 3 of 6 positions: query row r sits at 3 + r
+    visible = torch.zeros(B, H, 3, 6, dtype=torch.bool)
+    for b, length in enumerate((6, 4)):
+        for r in range(3):
+            visible[b, :, r, : min(3 + r + 1, length)] = True
+    full_bias = None if bias is None else bias.expand(B, H, 3, 6)
+    torch.testing.assert_close(
+        got.double(), loop_attention(q, k, v, full_bias, visible), atol=1e-5, rtol=0
+    )
+
+
+def test_attend_and_the_layer_share_one_default_kernel():
+    assert DEFAULT_KERNEL in KERNELS
+    assert attend.__kwdefaults__["kernel"] == DEFAULT_KERNEL
+    assert AttentionConfig(d_model=8, num_heads=2).kernel == DEFAULT_KERNEL
+
+
+@pytest.mark.parametrize("kernel", AVAILABLE_KERNELS)
+def test_padded_queries_get_zeros_in_every_kernel(kernel):
+    q, k, v = qkv(6, 6)
+    mask = padding_mask(torch.tensor([6, 2]), 6, queries=True)  # (B, 1, T, T)
+    with torch.no_grad():
+        out = attend(q, k, v, mask=mask, causal=True, kernel=kernel)
+    assert not out.isnan().any()
+    assert torch.equal(out[1, :, 2:], torch.zeros(H, 4, D))
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape", [(H, 6, 5), (H + 1, 6, 6), (3, H, 6, 6), (1, 1, 1, 6, 6), (6,)]
+)
+@pytest.mark.parametrize("kernel", AVAILABLE_KERNELS)
 def test_bias_that_does_not_match_q_and_k_raises(shape, kernel):
-    if kernel == "flex" and not flex_available():
-        pytest.skip("no FlexAttention")
     q, k, v = qkv(6, 6)
     with pytest.raises(ValueError, match="does not match q"):
-        attend(q, k, v, WrongBias(shape), kernel=kernel)
+        attend(q, k, v, FixedBias(torch.zeros(shape)), kernel=kernel)
 
 
 def test_bad_masks_kernels_and_shapes_raise():
@@ -290,7 +220,37 @@ def test_bad_masks_kernels_and_shapes_raise():
         attend(q, k, v, kernel="cuda")
     with pytest.raises(ValueError, match=r"\(batch, heads, seq, head_dim\)"):
         attend(q[0], k[0], v[0])
-    with pytest.raises(ValueError, match="needs causal=True"):
-        attend(q, k, v, SCHEMES["cope"], causal=False)
+    with pytest.raises(ValueError, match="must share head_dim"):
+        attention_weights(q, k[..., :4])
     with pytest.raises(ValueError, match="lengths must be a 1-D integer tensor"):
         padding_mask(torch.tensor([[3]]), 4)
+    with pytest.raises(ValueError, match="q_len=5 is larger than k_len=4"):
+        attend(*qkv(5, 4), causal=True)
+
+
+def test_config_rejects_heads_that_do_not_divide_d_model():
+    with pytest.raises(ValueError, match="not divisible by num_heads"):
+        AttentionConfig(d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+        AttentionConfig(d_model=32, num_heads=0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        AttentionConfig(d_model=32, num_heads=4, kernel="fast")
+    assert AttentionConfig(d_model=32, num_heads=4).head_dim == 8
+
+
+def test_layer_rejects_input_of_the_wrong_width():
+    layer = MultiHeadAttention(AttentionConfig(d_model=16, num_heads=2))
+    with pytest.raises(
+        ValueError, match=r"x must have shape \(batch, seq, d_model=16\)"
+    ):
+        layer(torch.zeros(1, 3, 8))
+
+
+def test_attention_module_imports_no_encoding():
+    """attention.py depends on torch, positions and the scheme base class only."""
+    source = Path(__file__).resolve().parent.parent / "pe_tutorial" / "attention.py"
+    imported = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            imported.add(node.module)
+    assert imported <= {"_validation", "positions", "position_scheme"}, imported

@@ -1,8 +1,9 @@
-"""Tests for pe_tutorial.bench: statistics, bandwidth, metadata and recorded results (no timing asserted)."""
+"""Tests for pe_tutorial.bench: statistics, bandwidth, metadata, recorded results, and a known delay."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from pe_tutorial import bench
 
 DATA = Path(__file__).resolve().parent.parent / "book" / "data"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def make_timing(times, **kwargs):
@@ -34,14 +36,36 @@ def test_bandwidth_and_ratio():
 
 def test_time_function_warms_up_then_times_each_repeat():
     calls = []
-    timing = bench.time_function(lambda: calls.append(1), name="count", device="cpu", warmup=2, repeats=5,
-                                 dtype=torch.float16, shapes={"x": [3, 4]})
+    timing = bench.time_function(
+        lambda: calls.append(1),
+        name="count",
+        device="cpu",
+        warmup=2,
+        repeats=5,
+        dtype=torch.float16,
+        shapes={"x": [3, 4]},
+    )
     assert len(calls) == 7
     assert len(timing.times_ms) == 5 and all(t >= 0 for t in timing.times_ms)
     assert timing.dtype == "float16" and timing.shapes == {"x": [3, 4]}
     assert timing.device.startswith("CPU") and "threads" in timing.device
     for key in ("device", "torch", "python", "cpu_threads", "date"):
         assert key in timing.env
+
+
+def test_time_function_measures_a_known_delay_in_milliseconds():
+    """A 4 ms sleep is timed as 4 ms: a unit slip (s, us) or a constant offset fails this."""
+    timing = bench.time_function(
+        lambda: time.sleep(0.004), name="sleep", device="cpu", warmup=1, repeats=15
+    )
+    # sleep never returns early; on a busy 2-core machine it overshoots by well under 3 ms
+    assert min(timing.times_ms) >= 4.0
+    assert timing.median_ms < 7.0
+    # a call that does nothing is timed at (nearly) zero, so nothing is added to every call
+    idle = bench.time_function(
+        lambda: None, name="noop", device="cpu", warmup=1, repeats=15
+    )
+    assert idle.median_ms < 0.5
 
 
 @pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
@@ -74,25 +98,37 @@ def test_peak_bandwidth_lookup(name, gb_per_s):
     assert peak is not None and peak.gb_per_s == gb_per_s and "datasheet" in peak.source
 
 
-@pytest.mark.parametrize("name", ["NVIDIA L40S", "NVIDIA GeForce RTX 4090", "CPU (x86_64, 2 threads)"])
+@pytest.mark.parametrize(
+    "name", ["NVIDIA L40S", "NVIDIA GeForce RTX 4090", "CPU (x86_64, 2 threads)"]
+)
 def test_peak_bandwidth_unknown_devices(name):
     assert bench.peak_bandwidth(name) is None
 
 
 def test_format_table_names_device_and_ratios():
-    fast, slow = make_timing([1.0]), bench.Timing("slow", [3.0], "cpu", dtype="float32", env={"torch": "9.9"})
+    fast, slow = (
+        make_timing([1.0]),
+        bench.Timing("slow", [3.0], "cpu", dtype="float32", env={"torch": "9.9"}),
+    )
     table = bench.format_table([slow, fast], baseline=fast)
     assert table.splitlines()[0].startswith("device: cpu | torch 9.9 | dtype float32")
-    assert table.splitlines()[3].split()[0] == "slow" and table.splitlines()[3].endswith("3.00")  # 3x the baseline
+    assert table.splitlines()[3].split()[0] == "slow" and table.splitlines()[
+        3
+    ].endswith("3.00")  # 3x the baseline
     with pytest.raises(ValueError):
         bench.format_table([])
 
 
 def test_save_and_load_round_trip(tmp_path):
-    timing = bench.time_function(lambda: None, name="noop", device="cpu", repeats=3, bytes_moved=10)
+    timing = bench.time_function(
+        lambda: None, name="noop", device="cpu", repeats=3, bytes_moved=10
+    )
     path = bench.save_results("suite", [timing], directory=tmp_path, notes="test run")
     document = json.loads(path.read_text())
-    assert document["environment"]["device"] == timing.device and document["notes"] == "test run"
+    assert (
+        document["environment"]["device"] == timing.device
+        and document["notes"] == "test run"
+    )
     environment, loaded = bench.load_results("suite", directory=tmp_path)
     assert environment == timing.env
     assert loaded[0].times_ms == timing.times_ms and loaded[0].bytes_moved == 10
@@ -105,10 +141,31 @@ def test_recorded_results_dir_is_the_books_data_folder():
     assert bench.recorded_results_dir() == DATA
 
 
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.json")), ids=lambda p: p.name)
-def test_recorded_results_carry_their_metadata(path):
-    document = json.loads(path.read_text())
+def check_recorded_document(document):
     for key in ("device", "torch", "date", "python"):
-        assert document["environment"].get(key), f"{path.name} lacks environment.{key}"
+        assert document["environment"].get(key), f"lacks environment.{key}"
     for record in document["results"]:
         assert record["times_ms"] and record["device"]
+        assert record["median_ms"] == pytest.approx(
+            bench.Timing.from_dict(record).median_ms
+        )
+
+
+def test_a_recorded_file_loads_with_its_metadata():
+    """A results file as a GPU run writes it (tests/fixtures) loads into Timings that print."""
+    check_recorded_document(json.loads((FIXTURES / "gpu_run.json").read_text()))
+    environment, timings = bench.load_results("gpu_run", directory=FIXTURES)
+    assert (
+        environment["device"] == "NVIDIA H100 80GB HBM3"
+        and environment["device_type"] == "cuda"
+    )
+    assert [t.name for t in timings] == ["sinusoidal table", "copy (same bytes)"]
+    table = bench.format_table(timings, baseline=timings[-1])
+    assert table.startswith("device: NVIDIA H100 80GB HBM3")
+    # 0.02 ms over 0.01 ms
+    assert table.splitlines()[3].endswith("2.00")
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.json")), ids=lambda p: p.name)
+def test_every_shipped_results_file_carries_its_metadata(path):
+    check_recorded_document(json.loads(path.read_text()))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from hypothesis import given, settings
@@ -24,14 +22,19 @@ def test_mean_token_cosine_matches_double_loop():
     tokens, position = torch.randn(6, 5), torch.randn(5)
     x = tokens + position
     pairs = [(a, b) for a in range(6) for b in range(6) if a != b]
-    expected = sum(float(torch.cosine_similarity(x[a], x[b], dim=0)) for a, b in pairs) / len(pairs)
+    expected = sum(
+        float(torch.cosine_similarity(x[a], x[b], dim=0)) for a, b in pairs
+    ) / len(pairs)
     assert mean_token_cosine(tokens, position) == pytest.approx(expected, abs=1e-6)
 
 
 def test_mean_token_cosine_approaches_one_as_position_grows():
     torch.manual_seed(0)
     tokens = 0.02 * torch.randn(200, 256)
-    small, large = mean_token_cosine(tokens, torch.zeros(256)), mean_token_cosine(tokens, torch.full((256,), 2.0))
+    small, large = (
+        mean_token_cosine(tokens, torch.zeros(256)),
+        mean_token_cosine(tokens, torch.full((256,), 2.0)),
+    )
     assert abs(small) < 0.05 and large > 0.999
     with pytest.raises(ValueError, match="vocab >= 2"):
         mean_token_cosine(torch.zeros(1, 4), torch.zeros(4))

@@ -4,16 +4,16 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pe_tutorial.positions import relative_positions
 from pe_tutorial.relative import (
     ContextualPositionBias,
     ShawRelativePosition,
     T5RelativeBias,
     cope_bias,
     cope_positions,
-    relative_positions,
     shaw_relative_indices,
     shaw_relative_scores,
     t5_relative_position_bucket,
@@ -27,13 +27,17 @@ REL = torch.tensor([-200, -128, -20, -8, -1, 0, 1, 8, 20, 128, 200])
 
 
 def test_t5_buckets_match_published_values_bidirectional():
-    got = t5_relative_position_bucket(REL, bidirectional=True, num_buckets=32, max_distance=128)
+    got = t5_relative_position_bucket(
+        REL, bidirectional=True, num_buckets=32, max_distance=128
+    )
     assert got.dtype == torch.int64
     assert got.tolist() == [15, 15, 10, 8, 1, 0, 17, 24, 26, 31, 31]
 
 
 def test_t5_buckets_match_published_values_causal():
-    got = t5_relative_position_bucket(REL, bidirectional=False, num_buckets=32, max_distance=128)
+    got = t5_relative_position_bucket(
+        REL, bidirectional=False, num_buckets=32, max_distance=128
+    )
     assert got.tolist() == [31, 31, 17, 8, 1, 0, 0, 0, 0, 0, 0]
 
 
@@ -50,7 +54,9 @@ def reference_bucket(r, bidirectional, num_buckets, max_distance):
     if n < exact:
         return bucket + n, False
     value = math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact)
-    on_edge = abs(value - round(value)) < 1e-4  # float32 (as in T5) may round either way here
+    on_edge = (
+        abs(value - round(value)) < 1e-4
+    )  # float32 (as in T5) may round either way here
     return bucket + min(exact + int(value), num_buckets - 1), on_edge
 
 
@@ -61,10 +67,21 @@ def test_t5_buckets_match_a_loop(half, bidirectional, extra):
     exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
     max_distance = exact + extra
     r = torch.arange(-2 * max_distance - 5, 2 * max_distance + 6)
-    got = t5_relative_position_bucket(r, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    got = t5_relative_position_bucket(
+        r,
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    )
     for value, bucket in zip(r.tolist(), got.tolist()):
-        expected, on_edge = reference_bucket(value, bidirectional, num_buckets, max_distance)
-        assert bucket == expected or (on_edge and abs(bucket - expected) == 1), (value, bucket, expected)
+        expected, on_edge = reference_bucket(
+            value, bidirectional, num_buckets, max_distance
+        )
+        assert bucket == expected or (on_edge and abs(bucket - expected) == 1), (
+            value,
+            bucket,
+            expected,
+        )
 
 
 @settings(max_examples=30, deadline=None)
@@ -73,13 +90,19 @@ def test_t5_buckets_are_in_range_and_monotone_in_distance(half, bidirectional, e
     num_buckets = 2 * half
     exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
     max_distance = exact + extra
-    kwargs = dict(bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    kwargs = dict(
+        bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     distance = torch.arange(0, 3 * max_distance)
     past = t5_relative_position_bucket(-distance, **kwargs)
     assert bool((past >= 0).all() and (past < num_buckets).all())
-    assert bool((past[1:] >= past[:-1]).all())  # farther back never maps to a nearer bucket
+    assert bool(
+        (past[1:] >= past[:-1]).all()
+    )  # farther back never maps to a nearer bucket
     assert torch.equal(past[:exact], distance[:exact])  # small distances are exact
-    assert past[-1] == (num_buckets // 2 if bidirectional else num_buckets) - 1  # far away: the last bucket
+    assert (
+        past[-1] == (num_buckets // 2 if bidirectional else num_buckets) - 1
+    )  # far away: the last bucket
     future = t5_relative_position_bucket(distance, **kwargs)
     if bidirectional:
         upper = future[1:] - num_buckets // 2
@@ -97,12 +120,29 @@ def test_t5_rejects_bad_num_buckets(num_buckets):
         t5_relative_position_bucket(REL, num_buckets=num_buckets)
 
 
-@pytest.mark.parametrize("bidirectional, num_buckets, max_distance", [(True, 32, 8), (True, 32, 3), (False, 32, 16)])
-def test_t5_rejects_max_distance_inside_the_exact_range(bidirectional, num_buckets, max_distance):
-    with pytest.raises(ValueError, match="max_distance must be an integer larger than the exact range"):
-        t5_relative_position_bucket(REL, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+@pytest.mark.parametrize(
+    "bidirectional, num_buckets, max_distance",
+    [(True, 32, 8), (True, 32, 3), (False, 32, 16)],
+)
+def test_t5_rejects_max_distance_inside_the_exact_range(
+    bidirectional, num_buckets, max_distance
+):
+    with pytest.raises(
+        ValueError, match="max_distance must be an integer larger than the exact range"
+    ):
+        t5_relative_position_bucket(
+            REL,
+            bidirectional=bidirectional,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+        )
     with pytest.raises(ValueError, match="larger than the exact range"):
-        T5RelativeBias(4, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        T5RelativeBias(
+            4,
+            bidirectional=bidirectional,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+        )
 
 
 def test_t5_rejects_float_relative_positions():
@@ -114,7 +154,9 @@ def test_t5_rejects_float_relative_positions():
 @pytest.mark.parametrize("q_len, k_len", [(7, 7), (3, 9), (1, 5)])
 def test_t5_bias_module_matches_a_loop(bidirectional, q_len, k_len):
     torch.manual_seed(0)
-    module = T5RelativeBias(3, bidirectional=bidirectional, num_buckets=8, max_distance=10)
+    module = T5RelativeBias(
+        3, bidirectional=bidirectional, num_buckets=8, max_distance=10
+    )
     bias = module(q_len, k_len)
     assert bias.shape == (3, q_len, k_len)
     offset = k_len - q_len
@@ -152,7 +194,12 @@ def test_shaw_indices_clip_key_minus_query(k_len, q_drop, K):
 
 
 @settings(max_examples=30, deadline=None)
-@given(k_len=st.integers(1, 10), q_drop=st.integers(0, 9), K=st.integers(0, 5), seed=st.integers(0, 2**16))
+@given(
+    k_len=st.integers(1, 10),
+    q_drop=st.integers(0, 9),
+    K=st.integers(0, 5),
+    seed=st.integers(0, 2**16),
+)
 def test_shaw_scores_match_a_loop_over_i_and_j(k_len, q_drop, K, seed):
     torch.manual_seed(seed)
     q_len = max(1, k_len - q_drop)
@@ -165,7 +212,9 @@ def test_shaw_scores_match_a_loop_over_i_and_j(k_len, q_drop, K, seed):
     for row in range(q_len):
         for j in range(k_len):
             a_ij = table[min(max(j - (row + offset), -K), K) + K]
-            assert torch.allclose(got[:, :, row, j], q[:, :, row] @ a_ij / math.sqrt(D), atol=1e-5)
+            assert torch.allclose(
+                got[:, :, row, j], q[:, :, row] @ a_ij / math.sqrt(D), atol=1e-5
+            )
 
 
 def test_shaw_clipping_gives_far_keys_the_edge_rows():
@@ -175,7 +224,9 @@ def test_shaw_clipping_gives_far_keys_the_edge_rows():
     bias = module(q)
     # every key 2 or more positions back from query 9 shares row 0, so its bias is the same
     assert torch.allclose(bias[0, 0, 9, :8], bias[0, 0, 9, 7].expand(8))
-    assert not torch.allclose(bias[0, 0, 9, 7], bias[0, 0, 9, 8])  # inside the window they differ
+    assert not torch.allclose(
+        bias[0, 0, 9, 7], bias[0, 0, 9, 8]
+    )  # inside the window they differ
     # and the module works for any length: no row for length 1000 is needed
     assert module(torch.randn(1, 1, 1000, 4)).shape == (1, 1, 1000, 1000)
 
@@ -210,7 +261,10 @@ def naive_cope(q, k, table):
     for row in range(q_len):
         i = row + offset
         for j in range(i + 1):
-            p = sum(torch.sigmoid(q[row] @ k[t] / math.sqrt(D)).item() for t in range(j, i + 1))
+            p = sum(
+                torch.sigmoid(q[row] @ k[t] / math.sqrt(D)).item()
+                for t in range(j, i + 1)
+            )
             p = min(p, P - 1)
             positions[row, j] = p
             low, high = math.floor(p), math.ceil(p)
@@ -220,17 +274,27 @@ def naive_cope(q, k, table):
 
 
 @settings(max_examples=20, deadline=None)
-@given(k_len=st.integers(1, 8), q_drop=st.integers(0, 7), num_positions=st.integers(1, 10), seed=st.integers(0, 2**16))
+@given(
+    k_len=st.integers(1, 8),
+    q_drop=st.integers(0, 7),
+    num_positions=st.integers(1, 10),
+    seed=st.integers(0, 2**16),
+)
 def test_cope_matches_a_loop(k_len, q_drop, num_positions, seed):
     torch.manual_seed(seed)
     q_len = max(1, k_len - q_drop)
-    q, k = torch.randn(q_len, 4, dtype=torch.float64) * 2, torch.randn(k_len, 4, dtype=torch.float64) * 2
+    q, k = (
+        torch.randn(q_len, 4, dtype=torch.float64) * 2,
+        torch.randn(k_len, 4, dtype=torch.float64) * 2,
+    )
     table = torch.randn(num_positions, 4, dtype=torch.float64)
     positions, bias = naive_cope(q, k, table)
     got_positions = cope_positions(q, k, max_position=num_positions - 1).double()
     got_bias = cope_bias(q, k, table).double()
     offset = k_len - q_len
-    causal = torch.arange(k_len)[None, :] <= (torch.arange(q_len) + offset)[:, None]  # j <= i
+    causal = (
+        torch.arange(k_len)[None, :] <= (torch.arange(q_len) + offset)[:, None]
+    )  # j <= i
     assert torch.allclose(got_positions * causal, positions, atol=1e-5)
     assert torch.allclose(got_bias * causal, bias, atol=1e-5)
 
@@ -240,17 +304,26 @@ def test_cope_positions_count_gates_backwards_from_the_query():
     q, k = torch.randn(1, 2, 12, 8), torch.randn(1, 2, 12, 8)
     p = cope_positions(q, k)
     lower = torch.ones(12, 12, dtype=torch.bool).tril()
-    distance_plus_one = (torch.arange(12)[:, None] - torch.arange(12)[None, :] + 1).float()
+    distance_plus_one = (
+        torch.arange(12)[:, None] - torch.arange(12)[None, :] + 1
+    ).float()
     # 0 < p_ij <= i - j + 1 (each gate is in (0, 1)), and 0 above the diagonal
-    assert bool((p[..., lower] > 0).all() and (p[..., lower] <= distance_plus_one[lower] + 1e-6).all())
+    assert bool(
+        (p[..., lower] > 0).all()
+        and (p[..., lower] <= distance_plus_one[lower] + 1e-6).all()
+    )
     assert bool((p[..., ~lower] == 0).all())
     # strictly decreasing in j for a fixed query: each step back adds a positive gate
     for i in range(1, 12):
-        assert bool((p[..., i, : i] > p[..., i, 1 : i + 1]).all())
+        assert bool((p[..., i, :i] > p[..., i, 1 : i + 1]).all())
     # with gates pushed to 1 (large aligned q, k) the count becomes the token distance i - j + 1
     big = torch.ones(1, 1, 6, 4) * 10
-    assert torch.allclose(cope_positions(big, big)[0, 0][torch.ones(6, 6, dtype=torch.bool).tril()],
-                          (torch.arange(6)[:, None] - torch.arange(6) + 1).float()[torch.ones(6, 6, dtype=torch.bool).tril()])
+    assert torch.allclose(
+        cope_positions(big, big)[0, 0][torch.ones(6, 6, dtype=torch.bool).tril()],
+        (torch.arange(6)[:, None] - torch.arange(6) + 1).float()[
+            torch.ones(6, 6, dtype=torch.bool).tril()
+        ],
+    )
 
 
 def test_cope_positions_depend_on_the_query():
@@ -259,7 +332,9 @@ def test_cope_positions_depend_on_the_query():
     module = ContextualPositionBias(8, 4)
     other_q = q.clone()
     other_q[..., 5, :] = -other_q[..., 5, :]
-    assert not torch.allclose(cope_positions(q, k)[..., 5, :], cope_positions(other_q, k)[..., 5, :])
+    assert not torch.allclose(
+        cope_positions(q, k)[..., 5, :], cope_positions(other_q, k)[..., 5, :]
+    )
     assert module(q, k).shape == (1, 1, 6, 6)
 
 

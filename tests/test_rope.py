@@ -44,7 +44,14 @@ def pair_channels(head_dim: int, pairing: str) -> list[tuple[int, int]]:
     return [(2 * i, 2 * i + 1) for i in range(half)]
 
 
-def naive_rope(x: torch.Tensor, positions: list[int], *, base=10000.0, pairing="half", rotary_dim=None):
+def naive_rope(
+    x: torch.Tensor,
+    positions: list[int],
+    *,
+    base=10000.0,
+    pairing="half",
+    rotary_dim=None,
+):
     """RoPE of x (seq, head_dim) in float64 with a loop over tokens and pairs."""
     seq, head_dim = x.shape
     rotary_dim = head_dim if rotary_dim is None else rotary_dim
@@ -88,7 +95,9 @@ seeds = st.integers(0, 2**16)
 
 
 def randn(*shape, seed: int, dtype=torch.float32) -> torch.Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    return torch.randn(
+        *shape, generator=torch.Generator().manual_seed(seed), dtype=dtype
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -99,21 +108,33 @@ def randn(*shape, seed: int, dtype=torch.float32) -> torch.Tensor:
 def test_frequencies_reference_values():
     inv_freq = rope_frequencies(8, base=10000.0)
     assert inv_freq.dtype == torch.float32
-    torch.testing.assert_close(inv_freq, torch.tensor([1.0, 0.1, 0.01, 0.001]), rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        inv_freq, torch.tensor([1.0, 0.1, 0.01, 0.001]), rtol=1e-6, atol=0
+    )
 
 
 def test_frequencies_are_the_sinusoidal_ones():
     for head_dim, base in [(2, 10000.0), (64, 10000.0), (128, 500000.0), (16, 100.0)]:
-        assert torch.equal(rope_frequencies(head_dim, base=base), sinusoidal_frequencies(head_dim, base=base))
-        expected = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
-        torch.testing.assert_close(rope_frequencies(head_dim, base=base).double(), expected, rtol=1e-6, atol=0)
+        assert torch.equal(
+            rope_frequencies(head_dim, base=base),
+            sinusoidal_frequencies(head_dim, base=base),
+        )
+        expected = torch.tensor(
+            [base ** (-2 * i / head_dim) for i in range(head_dim // 2)],
+            dtype=torch.float64,
+        )
+        torch.testing.assert_close(
+            rope_frequencies(head_dim, base=base).double(), expected, rtol=1e-6, atol=0
+        )
 
 
 def test_angles_are_float32_products_of_integer_positions():
     positions = torch.tensor([[0, 1, 7], [100, 4096, 32768]])
     angles = rope_angles(positions, 8)
     assert angles.dtype == torch.float32 and angles.shape == (2, 3, 4)
-    expected = positions.double()[..., None] * torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=torch.float64)
+    expected = positions.double()[..., None] * torch.tensor(
+        [1.0, 0.1, 0.01, 0.001], dtype=torch.float64
+    )
     torch.testing.assert_close(angles.double(), expected, rtol=1e-6, atol=1e-6)
 
 
@@ -129,7 +150,12 @@ def test_apply_rope_matches_naive_loop(pairing, head_dim):
     positions = [0, 1, 2, 5, 13, 100, 2047]
     y = apply_rope(x, torch.tensor(positions), pairing=pairing)
     assert y.shape == x.shape and y.dtype == x.dtype
-    torch.testing.assert_close(y.double(), naive_rope(x, positions, pairing=pairing), rtol=0, atol=atol_for(2047))
+    torch.testing.assert_close(
+        y.double(),
+        naive_rope(x, positions, pairing=pairing),
+        rtol=0,
+        atol=atol_for(2047),
+    )
 
 
 @pytest.mark.parametrize("base", [100.0, 10000.0, 500000.0])
@@ -137,7 +163,9 @@ def test_apply_rope_base_matches_naive_loop(base):
     x = randn(5, 16, seed=1)
     positions = [0, 3, 17, 250, 999]
     y = apply_rope(x, torch.tensor(positions), base=base, pairing="half")
-    torch.testing.assert_close(y.double(), naive_rope(x, positions, base=base), rtol=0, atol=atol_for(999))
+    torch.testing.assert_close(
+        y.double(), naive_rope(x, positions, base=base), rtol=0, atol=atol_for(999)
+    )
 
 
 def test_interleaved_equals_hand_built_block_diagonal():
@@ -145,8 +173,12 @@ def test_interleaved_equals_hand_built_block_diagonal():
     positions = [0, 1, 9, 300]
     y = apply_rope(x, torch.tensor(positions), pairing="interleaved")
     for t, position in enumerate(positions):
-        torch.testing.assert_close(y[t].double(), hand_block_diagonal(position, 8) @ x[t].double(),
-                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            y[t].double(),
+            hand_block_diagonal(position, 8) @ x[t].double(),
+            rtol=1e-5,
+            atol=1e-5,
+        )
 
 
 def test_half_equals_block_diagonal_in_permuted_coordinates():
@@ -168,7 +200,9 @@ def test_rope_matrix_equals_hand_built_matrix(pairing):
     for matrix, position in zip(matrices, [0, 3, 77]):
         expected = hand_block_diagonal(position, 8)
         # undo the channel order: M[a, b] for a, b in the layout's channel numbering
-        torch.testing.assert_close(matrix.double()[order][:, order], expected, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            matrix.double()[order][:, order], expected, rtol=1e-6, atol=1e-6
+        )
 
 
 @pytest.mark.parametrize("pairing", PAIRINGS)
@@ -176,8 +210,15 @@ def test_matrix_and_complex_versions_equal_apply_rope(pairing):
     x = randn(2, 3, 11, 16, seed=4)
     positions = torch.arange(11) * 37
     expected = apply_rope(x, positions, pairing=pairing)
-    torch.testing.assert_close(apply_rope_matrix(x, positions, pairing=pairing), expected, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(apply_rope_complex(x, positions, pairing=pairing), expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        apply_rope_matrix(x, positions, pairing=pairing), expected, rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(
+        apply_rope_complex(x, positions, pairing=pairing),
+        expected,
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_complex_version_is_multiplication_by_a_phase():
@@ -185,23 +226,38 @@ def test_complex_version_is_multiplication_by_a_phase():
     y = apply_rope_complex(x, torch.arange(5), pairing="interleaved")
     for t in range(5):
         for i, theta in enumerate([1.0, 0.01]):
-            z = complex(float(x[t, 2 * i]), float(x[t, 2 * i + 1])) * complex(math.cos(t * theta), math.sin(t * theta))
+            z = complex(float(x[t, 2 * i]), float(x[t, 2 * i + 1])) * complex(
+                math.cos(t * theta), math.sin(t * theta)
+            )
             assert abs(complex(float(y[t, 2 * i]), float(y[t, 2 * i + 1])) - z) < 1e-5
 
 
 def test_default_positions_are_arange():
     x = randn(2, 3, 9, 8, seed=6)
-    torch.testing.assert_close(apply_rope(x), apply_rope(x, torch.arange(9)), rtol=0, atol=0)
-    torch.testing.assert_close(apply_rope(x)[0, 0].double(), naive_rope(x[0, 0], list(range(9))), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        apply_rope(x), apply_rope(x, torch.arange(9)), rtol=0, atol=0
+    )
+    torch.testing.assert_close(
+        apply_rope(x)[0, 0].double(),
+        naive_rope(x[0, 0], list(range(9))),
+        rtol=1e-5,
+        atol=1e-5,
+    )
     # every implementation has the same default pairing ("half")
-    torch.testing.assert_close(apply_rope_complex(x), apply_rope(x), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(apply_rope_matrix(x), apply_rope(x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        apply_rope_complex(x), apply_rope(x), rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(
+        apply_rope_matrix(x), apply_rope(x), rtol=1e-5, atol=1e-5
+    )
     torch.testing.assert_close(RotaryEmbedding(8)(x), apply_rope(x), rtol=0, atol=0)
 
 
 def test_per_row_positions_for_left_padding():
     x = randn(3, 2, 6, 8, seed=7)
-    positions = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3], [0, 0, 0, 0, 0, 1]])[:, None, :]  # (B, 1, T)
+    positions = torch.tensor(
+        [[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3], [0, 0, 0, 0, 0, 1]]
+    )[:, None, :]  # (B, 1, T)
     y = apply_rope(x, positions)
     for b in range(3):
         for h in range(2):
@@ -215,46 +271,79 @@ def test_per_row_positions_for_left_padding():
 
 
 @FAST
-@given(head_dim=head_dims, pairing=pairings, m=st.integers(0, 10_000), n=st.integers(0, 10_000),
-       shift=st.integers(-10_000, 50_000), seed=seeds)
+@given(
+    head_dim=head_dims,
+    pairing=pairings,
+    m=st.integers(0, 10_000),
+    n=st.integers(0, 10_000),
+    shift=st.integers(-10_000, 50_000),
+    seed=seeds,
+)
 def test_score_depends_only_on_relative_position(head_dim, pairing, m, n, shift, seed):
     m_s, n_s = m + shift, n + shift
     q, k = randn(1, head_dim, seed=seed), randn(1, head_dim, seed=seed + 1)
-    score = scores(apply_rope(q, torch.tensor([m]), pairing=pairing), apply_rope(k, torch.tensor([n]), pairing=pairing))
-    shifted = scores(apply_rope(q, torch.tensor([m_s]), pairing=pairing),
-                     apply_rope(k, torch.tensor([n_s]), pairing=pairing))
+    score = scores(
+        apply_rope(q, torch.tensor([m]), pairing=pairing),
+        apply_rope(k, torch.tensor([n]), pairing=pairing),
+    )
+    shifted = scores(
+        apply_rope(q, torch.tensor([m_s]), pairing=pairing),
+        apply_rope(k, torch.tensor([n_s]), pairing=pairing),
+    )
     # float32 angles are off by about |position| * 2^-24 rad per pair; the score moves by |q||k| times that
     largest = max(abs(m), abs(n), abs(m_s), abs(n_s)) + 1
     tolerance = 1e-5 * head_dim + float(q.norm() * k.norm()) * largest * 5e-7
     assert abs(float(score) - float(shifted)) <= tolerance
     # and it is q . R((n - m) theta) k, the form that names only n - m (a float64 reference)
-    relative = q.double() @ (hand_block_diagonal(n - m, head_dim) if pairing == "interleaved" else
-                             _half_matrix(n - m, head_dim)) @ k.double().T
+    relative = (
+        q.double()
+        @ (
+            hand_block_diagonal(n - m, head_dim)
+            if pairing == "interleaved"
+            else _half_matrix(n - m, head_dim)
+        )
+        @ k.double().T
+    )
     assert abs(float(score) - float(relative)) <= tolerance
 
 
 def _half_matrix(position: int, head_dim: int) -> torch.Tensor:
-    """The rotation in the half layout: y_half = y_inter[perm] and x_inter[perm] = x_half give R_inter[perm][:, perm]."""
+    """The rotation in the half layout.
+
+    y_half = y_inter[perm] and x_inter[perm] = x_half give R_inter[perm][:, perm].
+    """
     perm = interleaved_to_half_by_hand(head_dim)
     return hand_block_diagonal(position, head_dim)[perm][:, perm]
 
 
 @FAST
-@given(head_dim=head_dims, pairing=pairings, seed=seeds, offset=st.integers(-100_000, 100_000))
+@given(
+    head_dim=head_dims,
+    pairing=pairings,
+    seed=seeds,
+    offset=st.integers(-100_000, 100_000),
+)
 def test_norms_are_preserved(head_dim, pairing, seed, offset):
     x = randn(2, 5, head_dim, seed=seed)
     y = apply_rope(x, torch.arange(5) + offset, pairing=pairing)
     torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1), rtol=1e-5, atol=1e-5)
     # and each pair keeps its own length (a rotation per pair, not a mixing of pairs)
     for a, b in pair_channels(head_dim, pairing):
-        torch.testing.assert_close(y[..., [a, b]].norm(dim=-1), x[..., [a, b]].norm(dim=-1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            y[..., [a, b]].norm(dim=-1),
+            x[..., [a, b]].norm(dim=-1),
+            rtol=1e-5,
+            atol=1e-5,
+        )
 
 
 @FAST
 @given(head_dim=head_dims, pairing=pairings, seed=seeds)
 def test_position_zero_is_the_identity(head_dim, pairing, seed):
     x = randn(3, 4, head_dim, seed=seed)
-    assert torch.equal(apply_rope(x, torch.zeros(4, dtype=torch.long), pairing=pairing), x)
+    assert torch.equal(
+        apply_rope(x, torch.zeros(4, dtype=torch.long), pairing=pairing), x
+    )
 
 
 @FAST
@@ -266,16 +355,31 @@ def test_pairings_agree_after_the_permutation(head_dim, seed, offset):
     assert perm.tolist() == interleaved_to_half_by_hand(head_dim)
     back = pairing_permutation(head_dim, source="half", target="interleaved")
     assert torch.equal(perm[back], torch.arange(head_dim))
-    torch.testing.assert_close(apply_rope(x[..., perm], positions, pairing="half"),
-                               apply_rope(x, positions, pairing="interleaved")[..., perm], rtol=0, atol=0)
-    torch.testing.assert_close(apply_rope(x[..., back], positions, pairing="interleaved"),
-                               apply_rope(x, positions, pairing="half")[..., back], rtol=0, atol=0)
+    torch.testing.assert_close(
+        apply_rope(x[..., perm], positions, pairing="half"),
+        apply_rope(x, positions, pairing="interleaved")[..., perm],
+        rtol=0,
+        atol=0,
+    )
+    torch.testing.assert_close(
+        apply_rope(x[..., back], positions, pairing="interleaved"),
+        apply_rope(x, positions, pairing="half")[..., back],
+        rtol=0,
+        atol=0,
+    )
 
 
 @FAST
-@given(head_dim=st.sampled_from([4, 8, 16]), num_heads=st.integers(1, 3), seed=seeds,
-       source=pairings, target=pairings)
-def test_converted_projections_give_the_same_scores(head_dim, num_heads, seed, source, target):
+@given(
+    head_dim=st.sampled_from([4, 8, 16]),
+    num_heads=st.integers(1, 3),
+    seed=seeds,
+    source=pairings,
+    target=pairings,
+)
+def test_converted_projections_give_the_same_scores(
+    head_dim, num_heads, seed, source, target
+):
     d_model, seq = 12, 7
     x = randn(seq, d_model, seed=seed, dtype=torch.float64).float()
     w_q = randn(num_heads * head_dim, d_model, seed=seed + 1)
@@ -284,11 +388,15 @@ def test_converted_projections_give_the_same_scores(head_dim, num_heads, seed, s
     def head_scores(wq, wk, pairing):
         q = (x @ wq.T).view(seq, num_heads, head_dim).transpose(0, 1)  # (H, T, D)
         k = (x @ wk.T).view(seq, num_heads, head_dim).transpose(0, 1)
-        return scores(apply_rope(q, pairing=pairing), apply_rope(k, pairing=pairing))  # (H, T, T)
+        return scores(
+            apply_rope(q, pairing=pairing), apply_rope(k, pairing=pairing)
+        )  # (H, T, T)
 
     before = head_scores(w_q, w_k, source)
-    converted = {name: convert_pairing(w, head_dim=head_dim, source=source, target=target)
-                 for name, w in (("q", w_q), ("k", w_k))}
+    converted = {
+        name: convert_pairing(w, head_dim=head_dim, source=source, target=target)
+        for name, w in (("q", w_q), ("k", w_k))
+    }
     after = head_scores(converted["q"], converted["k"], target)
     torch.testing.assert_close(after, before, rtol=1e-4, atol=1e-3)
     if source != target:
@@ -298,19 +406,31 @@ def test_converted_projections_give_the_same_scores(head_dim, num_heads, seed, s
 
 
 @FAST
-@given(head_dim=head_dims, pairing=pairings, seed=seeds, prompt=st.integers(1, 6), steps=st.integers(1, 5))
-def test_decoding_token_by_token_with_offsets_equals_the_full_pass(head_dim, pairing, seed, prompt, steps):
+@given(
+    head_dim=head_dims,
+    pairing=pairings,
+    seed=seeds,
+    prompt=st.integers(1, 6),
+    steps=st.integers(1, 5),
+)
+def test_decoding_token_by_token_with_offsets_equals_the_full_pass(
+    head_dim, pairing, seed, prompt, steps
+):
     x = randn(2, 3, prompt + steps, head_dim, seed=seed)  # (B, H, T, D)
     full = apply_rope(x, pairing=pairing)
     module = RotaryEmbedding(head_dim, pairing=pairing, max_positions=2)
     pieces = [apply_rope(x[..., :prompt, :], torch.arange(prompt), pairing=pairing)]
     from_module = [module(x[..., :prompt, :])]
     for t in range(prompt, prompt + steps):
-        offset = torch.arange(1) + t  # one new token at position t (the KV cache holds 0 .. t-1)
-        pieces.append(apply_rope(x[..., t:t + 1, :], offset, pairing=pairing))
-        from_module.append(module(x[..., t:t + 1, :], offset))
+        offset = (
+            torch.arange(1) + t
+        )  # one new token at position t (the KV cache holds 0 .. t-1)
+        pieces.append(apply_rope(x[..., t : t + 1, :], offset, pairing=pairing))
+        from_module.append(module(x[..., t : t + 1, :], offset))
     torch.testing.assert_close(torch.cat(pieces, dim=-2), full, rtol=0, atol=0)
-    torch.testing.assert_close(torch.cat(from_module, dim=-2), full, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        torch.cat(from_module, dim=-2), full, rtol=1e-6, atol=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -318,11 +438,18 @@ def test_decoding_token_by_token_with_offsets_equals_the_full_pass(head_dim, pai
 # ---------------------------------------------------------------------------
 
 
-def _phase_error(y: torch.Tensor, x: torch.Tensor, position: int, head_dim: int) -> torch.Tensor:
+def _phase_error(
+    y: torch.Tensor, x: torch.Tensor, position: int, head_dim: int
+) -> torch.Tensor:
     """|phase(y_pair) - phase(x_pair) - position theta_i| wrapped to [0, pi], against float64 angles."""
-    theta = torch.tensor([10000.0 ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+    theta = torch.tensor(
+        [10000.0 ** (-2 * i / head_dim) for i in range(head_dim // 2)],
+        dtype=torch.float64,
+    )
     x64, y64 = x.double(), y.double()
-    turned = torch.atan2(y64[..., 1::2], y64[..., 0::2]) - torch.atan2(x64[..., 1::2], x64[..., 0::2])
+    turned = torch.atan2(y64[..., 1::2], y64[..., 0::2]) - torch.atan2(
+        x64[..., 1::2], x64[..., 0::2]
+    )
     error = turned - position * theta
     return (torch.remainder(error + math.pi, 2 * math.pi) - math.pi).abs()
 
@@ -333,14 +460,25 @@ def test_bf16_input_at_position_32768_has_small_phase_error():
     y = apply_rope(x, torch.tensor([position]), pairing="interleaved")
     assert y.dtype == torch.bfloat16
     error = _phase_error(y, x, position, head_dim)
-    assert float(error.max()) < 5e-3  # well under 0.01 rad; most of it is bf16 rounding of the output
+    assert (
+        float(error.max()) < 5e-3
+    )  # well under 0.01 rad; most of it is bf16 rounding of the output
     # the test can see a wrong implementation: angles formed in bf16 are off by radians
-    bad_angles = (torch.tensor([position], dtype=torch.bfloat16)[:, None]
-                  * rope_frequencies(head_dim).to(torch.bfloat16)).float()
+    bad_angles = (
+        torch.tensor([position], dtype=torch.bfloat16)[:, None]
+        * rope_frequencies(head_dim).to(torch.bfloat16)
+    ).float()
     x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
-    bad = torch.stack((x1 * bad_angles.cos() - x2 * bad_angles.sin(),
-                       x1 * bad_angles.sin() + x2 * bad_angles.cos()), -1).flatten(-2)
-    assert float(_phase_error(bad.to(torch.bfloat16), x, position, head_dim).max()) > 0.1
+    bad = torch.stack(
+        (
+            x1 * bad_angles.cos() - x2 * bad_angles.sin(),
+            x1 * bad_angles.sin() + x2 * bad_angles.cos(),
+        ),
+        -1,
+    ).flatten(-2)
+    assert (
+        float(_phase_error(bad.to(torch.bfloat16), x, position, head_dim).max()) > 0.1
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
@@ -363,20 +501,34 @@ def test_partial_rotary_rotates_the_first_channels_and_passes_the_rest(pairing):
     y = apply_rope(x, torch.tensor(positions), pairing=pairing, rotary_dim=4)
     assert torch.equal(y[:, 4:], x[:, 4:])
     # the rotated part uses frequencies base^(-2i / rotary_dim), as GPT-NeoX and GPT-J do
-    torch.testing.assert_close(y[:, :4].double(), naive_rope(x[:, :4], positions, pairing=pairing),
-                               rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(y.double(), naive_rope(x, positions, pairing=pairing, rotary_dim=4),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        y[:, :4].double(),
+        naive_rope(x[:, :4], positions, pairing=pairing),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    torch.testing.assert_close(
+        y.double(),
+        naive_rope(x, positions, pairing=pairing, rotary_dim=4),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_partial_rotary_module_and_permutation():
     x = randn(2, 5, 12, seed=11)
     module = RotaryEmbedding(12, rotary_dim=8, pairing="interleaved")
-    torch.testing.assert_close(module(x), apply_rope(x, pairing="interleaved", rotary_dim=8), rtol=0, atol=0)
+    torch.testing.assert_close(
+        module(x), apply_rope(x, pairing="interleaved", rotary_dim=8), rtol=0, atol=0
+    )
     perm = pairing_permutation(12, source="interleaved", target="half", rotary_dim=8)
     assert perm.tolist() == [0, 2, 4, 6, 1, 3, 5, 7, 8, 9, 10, 11]
-    torch.testing.assert_close(apply_rope(x[..., perm], pairing="half", rotary_dim=8),
-                               apply_rope(x, pairing="interleaved", rotary_dim=8)[..., perm], rtol=0, atol=0)
+    torch.testing.assert_close(
+        apply_rope(x[..., perm], pairing="half", rotary_dim=8),
+        apply_rope(x, pairing="interleaved", rotary_dim=8)[..., perm],
+        rtol=0,
+        atol=0,
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -387,7 +539,11 @@ def test_partial_rotary_module_and_permutation():
 def test_module_buffers_are_not_persistent():
     module = RotaryEmbedding(8)
     assert dict(module.state_dict()) == {}
-    assert {name for name, _ in module.named_buffers()} == {"inv_freq", "cos_cached", "sin_cached"}
+    assert {name for name, _ in module.named_buffers()} == {
+        "inv_freq",
+        "cos_cached",
+        "sin_cached",
+    }
     torch.testing.assert_close(module.inv_freq, torch.tensor([1.0, 0.1, 0.01, 0.001]))
 
 
@@ -401,15 +557,21 @@ def test_module_grows_past_its_table_instead_of_truncating():
     torch.testing.assert_close(y, apply_rope(x, positions), rtol=1e-6, atol=1e-6)
     # positions the table does not hold at all (negative) are computed, not clipped
     negative = torch.arange(40) - 20
-    torch.testing.assert_close(module(x, negative), apply_rope(x, negative), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(
+        module(x, negative), apply_rope(x, negative), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_module_table_is_keyed_by_position_not_length():
     module = RotaryEmbedding(8, max_positions=64)
     x = randn(3, 8, seed=13)
     # the same short sequence at different offsets must get different rotations
-    assert not torch.allclose(module(x, torch.arange(3)), module(x, torch.arange(3) + 10))
-    torch.testing.assert_close(module(x, torch.arange(3) + 10), apply_rope(x, torch.arange(3) + 10))
+    assert not torch.allclose(
+        module(x, torch.arange(3)), module(x, torch.arange(3) + 10)
+    )
+    torch.testing.assert_close(
+        module(x, torch.arange(3) + 10), apply_rope(x, torch.arange(3) + 10)
+    )
 
 
 def test_module_keeps_float32_table_after_a_dtype_cast():
@@ -421,6 +583,35 @@ def test_module_keeps_float32_table_after_a_dtype_cast():
     torch.testing.assert_close(y, apply_rope(x, positions), rtol=0, atol=0)
 
 
+def test_module_table_grows_only_through_extend_to_and_never_shrinks():
+    module = RotaryEmbedding(8, max_positions=4)
+    module.extend_to(10)
+    assert module.cached_positions == 10
+    module.extend_to(3)
+    assert module.cached_positions == 10
+    # the grown table holds the closed form cos(m theta_i), sin(m theta_i)
+    theta = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    angles = torch.arange(10, dtype=torch.float64)[:, None] * theta
+    torch.testing.assert_close(
+        module.cos_cached.double(), angles.cos(), atol=1e-6, rtol=0
+    )
+    torch.testing.assert_close(
+        module.sin_cached.double(), angles.sin(), atol=1e-6, rtol=0
+    )
+    with pytest.raises(ValueError, match="num_positions must be a positive integer"):
+        module.extend_to(0)
+
+
+def test_module_rejects_inputs_on_another_device_instead_of_copying():
+    module = RotaryEmbedding(8)
+    with pytest.raises(
+        ValueError, match=r"positions are on meta .* move the module with \.to"
+    ):
+        module.cos_sin(torch.arange(4, device="meta"))
+    with pytest.raises(ValueError, match="the inputs are on meta"):
+        module(torch.empty(2, 4, 8, device="meta"))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_module_follows_to_device():
     module = RotaryEmbedding(8).to("cuda")
@@ -428,7 +619,9 @@ def test_module_follows_to_device():
     x = randn(2, 10, 8, seed=15)
     y = module(x.cuda(), torch.arange(10, device="cuda") + 5000)
     assert y.is_cuda and module.cos_cached.is_cuda
-    torch.testing.assert_close(y.cpu(), apply_rope(x, torch.arange(10) + 5000), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        y.cpu(), apply_rope(x, torch.arange(10) + 5000), rtol=1e-5, atol=1e-5
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -437,7 +630,14 @@ def test_module_follows_to_device():
 
 
 def test_grid_positions_row_major():
-    assert grid_positions(2, 3).tolist() == [[0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2]]
+    assert grid_positions(2, 3).tolist() == [
+        [0, 0],
+        [0, 1],
+        [0, 2],
+        [1, 0],
+        [1, 1],
+        [1, 2],
+    ]
     assert grid_positions(4).tolist() == [[0], [1], [2], [3]]
     assert grid_positions(2, 2, 2).shape == (8, 3)
 
@@ -447,13 +647,21 @@ def test_axial_rope_rotates_each_chunk_by_its_axis():
     positions = grid_positions(2, 3)  # (6, 2)
     y = apply_rope_nd(x, positions)
     rows, cols = positions[:, 0].tolist(), positions[:, 1].tolist()
-    torch.testing.assert_close(y[:, :8].double(), naive_rope(x[:, :8], rows), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(y[:, 8:].double(), naive_rope(x[:, 8:], cols), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        y[:, :8].double(), naive_rope(x[:, :8], rows), rtol=1e-5, atol=1e-5
+    )
+    torch.testing.assert_close(
+        y[:, 8:].double(), naive_rope(x[:, 8:], cols), rtol=1e-5, atol=1e-5
+    )
 
 
 @FAST
-@given(seed=seeds, a=st.tuples(st.integers(0, 40), st.integers(0, 40)),
-       b=st.tuples(st.integers(0, 40), st.integers(0, 40)), shift=st.tuples(st.integers(0, 40), st.integers(0, 40)))
+@given(
+    seed=seeds,
+    a=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+    b=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+    shift=st.tuples(st.integers(0, 40), st.integers(0, 40)),
+)
 def test_axial_scores_depend_only_on_the_2d_offset(seed, a, b, shift):
     q, k = randn(1, 16, seed=seed), randn(1, 16, seed=seed + 1)
     pos = lambda p: torch.tensor([p])  # noqa: E731  (1, 2)
@@ -464,7 +672,10 @@ def test_axial_scores_depend_only_on_the_2d_offset(seed, a, b, shift):
     # while a 1-D RoPE over the flattened index would not see the grid: only the row offset and column
     # offset together determine the score, so swapping them generally changes it
     if a[0] - b[0] != a[1] - b[1]:
-        swapped = scores(apply_rope_nd(q, torch.tensor([[a[1], a[0]]])), apply_rope_nd(k, torch.tensor([[b[1], b[0]]])))
+        swapped = scores(
+            apply_rope_nd(q, torch.tensor([[a[1], a[0]]])),
+            apply_rope_nd(k, torch.tensor([[b[1], b[0]]])),
+        )
         assert not torch.allclose(score, swapped, atol=1e-6)
 
 
@@ -473,7 +684,9 @@ def test_axial_positions_on_a_batch():
     positions = grid_positions(3, 4)
     y = apply_rope_nd(x, positions, pairing="interleaved")
     for b in range(2):
-        torch.testing.assert_close(y[b], apply_rope_nd(x[b], positions, pairing="interleaved"), rtol=0, atol=0)
+        torch.testing.assert_close(
+            y[b], apply_rope_nd(x[b], positions, pairing="interleaved"), rtol=0, atol=0
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -485,12 +698,16 @@ def test_decay_curve_matches_sympy_and_a_direct_sum():
     distances = torch.arange(0, 200, 7, dtype=torch.float64)
     curve = rope_decay_curve(distances, 16)
     expr = sp.lambdify(symbolic.r, symbolic.rope_decay_bound(16), "math")
-    torch.testing.assert_close(curve, torch.tensor([expr(float(d)) for d in distances], dtype=torch.float64))
+    torch.testing.assert_close(
+        curve, torch.tensor([expr(float(d)) for d in distances], dtype=torch.float64)
+    )
     direct = []
     for d in distances.tolist():
         partial, total = 0j, 0.0
         for i in range(8):
-            partial += complex(math.cos(d * 10000 ** (-i / 8)), math.sin(d * 10000 ** (-i / 8)))
+            partial += complex(
+                math.cos(d * 10000 ** (-i / 8)), math.sin(d * 10000 ** (-i / 8))
+            )
             total += abs(partial)
         direct.append(total / 8)
     torch.testing.assert_close(curve, torch.tensor(direct, dtype=torch.float64))
@@ -508,12 +725,23 @@ def test_decay_curve_falls_with_distance():
 def test_decay_bound_holds_for_real_scores(seed, m, n):
     head_dim = 32
     q, k = randn(1, head_dim, seed=seed), randn(1, head_dim, seed=seed + 1)
-    score = float(scores(apply_rope(q, torch.tensor([m]), pairing="interleaved"),
-                         apply_rope(k, torch.tensor([n]), pairing="interleaved")))
-    h = [complex(float(q[0, 2 * i]), float(q[0, 2 * i + 1])) * complex(float(k[0, 2 * i]), -float(k[0, 2 * i + 1]))
-         for i in range(head_dim // 2)] + [0j]
+    score = float(
+        scores(
+            apply_rope(q, torch.tensor([m]), pairing="interleaved"),
+            apply_rope(k, torch.tensor([n]), pairing="interleaved"),
+        )
+    )
+    h = [
+        complex(float(q[0, 2 * i]), float(q[0, 2 * i + 1]))
+        * complex(float(k[0, 2 * i]), -float(k[0, 2 * i + 1]))
+        for i in range(head_dim // 2)
+    ] + [0j]
     largest_step = max(abs(h[i + 1] - h[i]) for i in range(head_dim // 2))
-    bound = largest_step * (head_dim // 2) * float(rope_decay_curve(torch.tensor([float(m - n)]), head_dim))
+    bound = (
+        largest_step
+        * (head_dim // 2)
+        * float(rope_decay_curve(torch.tensor([float(m - n)]), head_dim))
+    )
     assert abs(score) <= bound * (1 + 1e-6) + 1e-4
 
 
@@ -551,12 +779,16 @@ def test_float_positions_are_rejected():
 
 def test_positions_that_do_not_broadcast_are_rejected():
     x = torch.randn(2, 4, 5, 8)
-    with pytest.raises(ValueError, match=r"do not broadcast to x's \(\.\.\., seq\) = \(2, 4, 5\)"):
+    with pytest.raises(
+        ValueError, match=r"do not broadcast to x's \(\.\.\., seq\) = \(2, 4, 5\)"
+    ):
         apply_rope(x, torch.arange(6))
     with pytest.raises(ValueError, match="batch, 1, seq_len"):
         apply_rope(x, torch.zeros(2, 5, dtype=torch.long))  # (B, T) needs a heads axis
     with pytest.raises(ValueError, match="do not broadcast"):
-        apply_rope(x, torch.zeros(3, 2, 4, 5, dtype=torch.long))  # would add a dimension
+        apply_rope(
+            x, torch.zeros(3, 2, 4, 5, dtype=torch.long)
+        )  # would add a dimension
     with pytest.raises(ValueError, match="do not broadcast"):
         RotaryEmbedding(8)(x, torch.arange(4))
 
@@ -581,6 +813,8 @@ def test_other_bad_input_is_rejected():
     with pytest.raises(ValueError, match="n_axes"):
         apply_rope_nd(torch.randn(6, 8), torch.arange(6))
     with pytest.raises(ValueError, match="not a multiple of head_dim"):
-        convert_pairing(torch.randn(10, 4), head_dim=8, source="interleaved", target="half")
+        convert_pairing(
+            torch.randn(10, 4), head_dim=8, source="interleaved", target="half"
+        )
     with pytest.raises(ValueError, match="built for 8"):
         RotaryEmbedding(8)(torch.randn(3, 16))

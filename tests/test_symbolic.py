@@ -10,7 +10,11 @@ import sympy as sp
 import torch
 
 from pe_tutorial import symbolic
-from pe_tutorial.absolute import sinusoidal_encoding, sinusoidal_frequencies, sinusoidal_shift_matrix
+from pe_tutorial.absolute import (
+    sinusoidal_encoding,
+    sinusoidal_frequencies,
+    sinusoidal_shift_matrix,
+)
 from pe_tutorial.rope import apply_rope, rope_decay_curve, rope_matrix
 from pe_tutorial.symbolic import k, m, n, omega, p, r, theta
 
@@ -23,7 +27,9 @@ def is_zero(expr) -> bool:
 
 
 # the answer chapter 5 must arrive at, typed in by hand
-EXPECTED_M = sp.Matrix([[sp.cos(k * omega), sp.sin(k * omega)], [-sp.sin(k * omega), sp.cos(k * omega)]])
+EXPECTED_M = sp.Matrix(
+    [[sp.cos(k * omega), sp.sin(k * omega)], [-sp.sin(k * omega), sp.cos(k * omega)]]
+)
 
 
 # ---------------------------------------------------------------------------
@@ -56,7 +62,9 @@ def test_derived_matrix_is_the_expected_rotation():
 
 def test_shift_residual_is_zero_and_detects_wrong_matrices():
     assert is_zero(symbolic.shift_matrix_residual())
-    assert not is_zero(symbolic.shift_matrix_residual(EXPECTED_M.T))  # the inverse rotation shifts by -k
+    assert not is_zero(
+        symbolic.shift_matrix_residual(EXPECTED_M.T)
+    )  # the inverse rotation shifts by -k
     assert not is_zero(symbolic.shift_matrix_residual(sp.eye(2)))
 
 
@@ -69,7 +77,12 @@ def test_rotation_residuals_are_zero():
 
 def test_rotation_residuals_detect_a_non_rotation():
     # a reflection is orthogonal but has determinant -1, and a scaled rotation is not orthogonal
-    reflection = sp.Matrix([[sp.cos(k * omega), sp.sin(k * omega)], [sp.sin(k * omega), -sp.cos(k * omega)]])
+    reflection = sp.Matrix(
+        [
+            [sp.cos(k * omega), sp.sin(k * omega)],
+            [sp.sin(k * omega), -sp.cos(k * omega)],
+        ]
+    )
     assert is_zero(symbolic.rotation_residuals(reflection)["orthogonal"])
     assert not is_zero(symbolic.rotation_residuals(reflection)["determinant"])
     scaled = symbolic.rotation_residuals(2 * EXPECTED_M)
@@ -81,9 +94,15 @@ def test_derived_matrix_shifts_the_numeric_sinusoidal_table():
     table = sinusoidal_encoding(64, dim).double()
     block = sp.lambdify((k, omega), symbolic.derive_shift_matrix(), "numpy")
     frequencies = sinusoidal_frequencies(dim).double().tolist()
-    matrix = torch.block_diag(*[torch.tensor(block(shift, w), dtype=torch.float64) for w in frequencies])
-    torch.testing.assert_close(table[:-shift] @ matrix.T, table[shift:], rtol=0, atol=1e-5)
-    torch.testing.assert_close(matrix.float(), sinusoidal_shift_matrix(shift, dim), rtol=0, atol=1e-6)
+    matrix = torch.block_diag(
+        *[torch.tensor(block(shift, w), dtype=torch.float64) for w in frequencies]
+    )
+    torch.testing.assert_close(
+        table[:-shift] @ matrix.T, table[shift:], rtol=0, atol=1e-5
+    )
+    torch.testing.assert_close(
+        matrix.float(), sinusoidal_shift_matrix(shift, dim), rtol=0, atol=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -97,7 +116,10 @@ def test_rope_2d_score_depends_only_on_n_minus_m():
     score = symbolic.rope_score_2d()
     assert {m, n} <= score.free_symbols
     # the residual is not trivially zero: the wrong sign of the relative angle is caught
-    q, key = sp.Matrix(sp.symbols("q_0:2", real=True)), sp.Matrix(sp.symbols("k_0:2", real=True))
+    q, key = (
+        sp.Matrix(sp.symbols("q_0:2", real=True)),
+        sp.Matrix(sp.symbols("k_0:2", real=True)),
+    )
     wrong = score - (q.T * symbolic.rotation_2d((m - n) * theta) * key)[0, 0]
     assert not is_zero(wrong)
 
@@ -118,8 +140,14 @@ def test_rope_block_matrix_matches_rope_matrix_numerically():
     head_dim, position = 6, 7
     thetas = sp.symbols("theta_0:3", positive=True)
     values = {t: 10000.0 ** (-2 * i / head_dim) for i, t in enumerate(thetas)}
-    symbolic_matrix = np.array(symbolic.rope_block_matrix(position, 3).subs(values).evalf(), dtype=float)
-    numeric = rope_matrix(torch.tensor(position), head_dim, pairing="interleaved").double().numpy()
+    symbolic_matrix = np.array(
+        symbolic.rope_block_matrix(position, 3).subs(values).evalf(), dtype=float
+    )
+    numeric = (
+        rope_matrix(torch.tensor(position), head_dim, pairing="interleaved")
+        .double()
+        .numpy()
+    )
     np.testing.assert_allclose(numeric, symbolic_matrix, atol=1e-6)
 
 
@@ -132,7 +160,9 @@ def test_rotation_2d_is_what_apply_rope_does():
     angle = 5 * 1.0  # position 5, theta_0 = 1
     expected = symbolic.rotation_2d(angle) * sp.Matrix([q0, q1])
     y = apply_rope(torch.tensor([[q0, q1]]), torch.tensor([5]))
-    np.testing.assert_allclose(y.double().numpy()[0], np.array(expected.evalf(), dtype=float)[:, 0], atol=1e-6)
+    np.testing.assert_allclose(
+        y.double().numpy()[0], np.array(expected.evalf(), dtype=float)[:, 0], atol=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -151,11 +181,15 @@ def test_decay_bound_expression():
     assert expr.subs(r, 0) == sp.Rational(5, 2)  # mean of S_j(0) = j over j = 1..4
     curve = sp.lambdify(r, expr, "numpy")(np.arange(0.0, 300.0, 11.0))
     assert np.isrealobj(curve)
-    np.testing.assert_allclose(curve, rope_decay_curve(torch.arange(0.0, 300.0, 11.0), 8).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(
+        curve, rope_decay_curve(torch.arange(0.0, 300.0, 11.0), 8).numpy(), rtol=1e-12
+    )
     # a direct evaluation with complex exponentials
     for distance in (3.0, 50.0, 250.0):
         partial = np.cumsum(np.exp(1j * distance * 10000.0 ** (-np.arange(4) / 4)))
-        assert float(expr.subs(r, distance)) == pytest.approx(np.abs(partial).mean(), rel=1e-10)
+        assert float(expr.subs(r, distance)) == pytest.approx(
+            np.abs(partial).mean(), rel=1e-10
+        )
 
 
 def test_decay_bound_rejects_bad_arguments():
@@ -166,5 +200,13 @@ def test_decay_bound_rejects_bad_arguments():
 
 
 def test_symbols_are_the_documented_ones():
-    assert {str(s) for s in (p, k, omega, m, n, theta, r)} == {"p", "k", "omega", "m", "n", "theta", "r"}
+    assert {str(s) for s in (p, k, omega, m, n, theta, r)} == {
+        "p",
+        "k",
+        "omega",
+        "m",
+        "n",
+        "theta",
+        "r",
+    }
     assert math.isclose(float(symbolic.rotation_2d(sp.pi / 2)[1, 0]), 1.0)
