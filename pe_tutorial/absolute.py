@@ -160,9 +160,10 @@ def sinusoidal_shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch
     inv_freq = sinusoidal_frequencies(dim, base=base).to(torch.float64)
     angle = k * inv_freq  # (D/2,)
     cos, sin = angle.cos(), angle.sin()
+    # (D/2, 2, 2)
     blocks = torch.stack(
         (torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2
-    )  # (D/2, 2, 2)
+    )
     return torch.block_diag(*blocks).to(torch.float32)
 
 

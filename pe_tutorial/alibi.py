@@ -42,9 +42,8 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     ``2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5``.
     """
     require_positive_int(num_heads, "num_heads")
-    power = 2 ** int(
-        math.floor(math.log2(num_heads))
-    )  # largest power of two <= num_heads
+    # largest power of two <= num_heads
+    power = 2 ** int(math.floor(math.log2(num_heads)))
     h = torch.arange(power, dtype=torch.float64)
     # m_h = 2^(-8 (h + 1) / p)
     slopes = 2.0 ** (-8.0 * (h + 1) / power)

@@ -196,9 +196,8 @@ def t5_relative_position_bucket(
     relative_position = relative_position.long()
     if bidirectional:
         per_direction = num_buckets // 2
-        offset = (
-            relative_position > 0
-        ).long() * per_direction  # keys after the query use the upper half
+        # keys after the query use the upper half
+        offset = (relative_position > 0).long() * per_direction
         n = relative_position.abs()
     else:
         per_direction = num_buckets
@@ -263,16 +262,14 @@ class T5RelativeBias(nn.Module):
         ``q_len`` positions; column ``c`` holds ``r = c - (k_len - 1)``.
         """
         k_len = q_len if k_len is None else k_len
-        r = torch.arange(
-            -(k_len - 1), q_len, device=self.weight.device
-        )  # every j - i that occurs
+        # every j - i that occurs
+        r = torch.arange(-(k_len - 1), q_len, device=self.weight.device)
         return self.weight[self.bucket(r)].T  # (H, R)
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         rel = relative_positions(q_len, k_len, device=self.weight.device)  # (Tq, Tk)
-        return self.weight[self.bucket(rel)].permute(
-            2, 0, 1
-        )  # (Tq, Tk, H) -> (H, Tq, Tk)
+        # (Tq, Tk, H) -> (H, Tq, Tk)
+        return self.weight[self.bucket(rel)].permute(2, 0, 1)
 
     def extra_repr(self) -> str:
         return (
@@ -297,9 +294,8 @@ def cope_positions(
     query skip tokens it does not want to count. ``max_position`` clips ``p``.
     """
     q_len, k_len = q.shape[-2], k.shape[-2]
-    causal = (
-        relative_positions(q_len, k_len, device=q.device) <= 0
-    )  # (Tq, Tk): key j <= query i
+    # (Tq, Tk): key j <= query i
+    causal = relative_positions(q_len, k_len, device=q.device) <= 0
     # g_it = sigmoid(q_i . k_t / sqrt(D)), only for t <= i
     gates = (
         torch.sigmoid(

@@ -171,10 +171,8 @@ def _rotate(
     x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
     xf = x_rot.to(torch.float32)
     if pairing == "half":
-        x1, x2 = (
-            xf[..., : rotary_dim // 2],
-            xf[..., rotary_dim // 2 :],
-        )  # (..., T, R/2) each
+        # (..., T, R/2) each
+        x1, x2 = xf[..., : rotary_dim // 2], xf[..., rotary_dim // 2 :]
     else:
         x1, x2 = xf[..., 0::2], xf[..., 1::2]  # (..., T, R/2) each
     # (y_a, y_b) = (x_a cos - x_b sin, x_a sin + x_b cos)
@@ -183,15 +181,13 @@ def _rotate(
     if pairing == "half":
         rotated = torch.cat((y1, y2), dim=-1)  # (..., T, R)
     else:
-        rotated = torch.stack((y1, y2), dim=-1).flatten(
-            -2
-        )  # (..., T, R/2, 2) -> (..., T, R)
+        # (..., T, R/2, 2) -> (..., T, R)
+        rotated = torch.stack((y1, y2), dim=-1).flatten(-2)
     rotated = rotated.to(x.dtype)
     if x_pass.shape[-1] == 0:
         return rotated
-    return torch.cat(
-        (rotated, x_pass), dim=-1
-    )  # partial rotary: the rest passes through
+    # partial rotary: the rest passes through
+    return torch.cat((rotated, x_pass), dim=-1)
 
 
 def apply_rope(
@@ -289,9 +285,8 @@ def apply_rope_matrix(
     """
     _check_x(x)
     positions = _resolve_positions(positions, x)
-    matrices = rope_matrix(
-        positions, x.shape[-1], base=base, pairing=pairing
-    )  # (..., T, D, D)
+    # (..., T, D, D)
+    matrices = rope_matrix(positions, x.shape[-1], base=base, pairing=pairing)
     y = (matrices @ x.to(torch.float32)[..., None]).squeeze(-1)  # (..., T, D)
     return y.to(x.dtype)
 
@@ -320,13 +315,13 @@ def apply_rope_complex(
     phase = torch.polar(torch.ones_like(angles), angles)  # complex64, (..., T, D/2)
     xf = x.to(torch.float32)
     if pairing == "interleaved":
+        # (..., T, D/2)
         z = torch.view_as_complex(
             xf.reshape(*x.shape[:-1], head_dim // 2, 2).contiguous()
-        )  # (..., T, D/2)
+        )
         return torch.view_as_real(z * phase).flatten(-2).to(x.dtype)
-    z = torch.complex(
-        xf[..., : head_dim // 2], xf[..., head_dim // 2 :]
-    )  # (..., T, D/2)
+    # (..., T, D/2)
+    z = torch.complex(xf[..., : head_dim // 2], xf[..., head_dim // 2 :])
     rotated = z * phase
     return torch.cat((rotated.real, rotated.imag), dim=-1).to(x.dtype)
 
@@ -391,9 +386,8 @@ def convert_pairing(
         )
     num_heads = size // head_dim
     # row h * D + j of the result <- row h * D + perm[j] of the source
-    index = (
-        torch.arange(num_heads)[:, None] * head_dim + perm[None, :]
-    ).flatten()  # (H * D,)
+    # (H * D,)
+    index = (torch.arange(num_heads)[:, None] * head_dim + perm[None, :]).flatten()
     return weight.index_select(dim, index.to(weight.device))
 
 
@@ -604,9 +598,8 @@ def rope_decay_curve(
     _check_rotary_dim(head_dim, None)
     base = require_positive_float(base, "base")
     # theta_i = base^(-2i/D), here in float64: this curve is analysis, not a model's forward pass
-    theta = base ** (
-        -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
-    )  # (D/2,)
+    # (D/2,)
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
     r = torch.as_tensor(distances, dtype=torch.float64)
     # S_j(r) for j = 1..D/2: cumulative sums of e^{i r theta_i}
     phases = torch.polar(

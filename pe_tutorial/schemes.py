@@ -104,10 +104,10 @@ class RotaryScheme(PositionScheme):
 
 
 class ALiBiScheme(PositionScheme):
-    """ALiBi: ``-m_h (i - j)`` (causal) or ``-m_h |i - j|`` on head h's scores (chapter 7).
+    """ALiBi: ``-m_h (i - j)`` on head h's scores, or ``-m_h |i - j|`` (chapter 7).
 
-    Wraps an ``ALiBiBias``; the dense bias and the FlexAttention ``score_mod``
-    both read its one ``slopes`` buffer.
+    Wraps an ``ALiBiBias``; the dense bias and the FlexAttention
+    ``score_mod`` both read its one ``slopes`` buffer.
     """
 
     def __init__(self, encoding: ALiBiBias):
@@ -117,7 +117,8 @@ class ALiBiScheme(PositionScheme):
         self.num_heads = encoding.num_heads
 
     def bias(self, q, k, *, causal):
-        return self.encoding(q.shape[-2], k.shape[-2], causal=causal)  # (H, Tq, Tk)
+        # (H, Tq, Tk)
+        return self.encoding(q.shape[-2], k.shape[-2], causal=causal)
 
     def score_mod(self, q, k, *, causal) -> ScoreMod:
         slopes = self.encoding.slopes

@@ -217,9 +217,8 @@ def abel_summation_residual(num_pairs: int = 4) -> sp.Expr:
     hs = list(sp.symbols(f"h_0:{num_pairs}")) + [sp.Integer(0)]
     thetas = sp.symbols(f"theta_0:{num_pairs}", positive=True)
     phases = [sp.exp(sp.I * r * t) for t in thetas]
-    partial = [
-        sum(phases[:j], sp.Integer(0)) for j in range(num_pairs + 1)
-    ]  # S_0 .. S_h
+    # S_0 .. S_h
+    partial = [sum(phases[:j], sp.Integer(0)) for j in range(num_pairs + 1)]
     direct = sum(hs[i] * phases[i] for i in range(num_pairs))
     by_parts = -sum(partial[i + 1] * (hs[i + 1] - hs[i]) for i in range(num_pairs))
     return direct - by_parts

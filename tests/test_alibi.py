@@ -54,9 +54,8 @@ def test_power_of_two_slopes_are_geometric_with_start_equal_to_ratio(num_heads):
         slopes[1:] / slopes[:-1],
         torch.full((num_heads - 1,), ratio, dtype=torch.float64),
     )
-    assert math.isclose(
-        slopes[-1].item(), 2.0**-8, rel_tol=1e-6
-    )  # the smallest slope is always 1/256
+    # the smallest slope is always 1/256
+    assert math.isclose(slopes[-1].item(), 2.0**-8, rel_tol=1e-6)
 
 
 @pytest.mark.parametrize("num_heads", [3, 12, 20, 48])
@@ -113,9 +112,8 @@ def test_bias_matches_a_loop_over_i_and_j(num_heads, k_len, q_drop, causal):
 def test_k_len_defaults_to_q_len_and_decoding_row_is_the_last_row():
     full = alibi_bias(8, 10)
     assert full.shape == (8, 10, 10)
-    assert torch.equal(
-        alibi_bias(8, 1, 10), full[:, -1:, :]
-    )  # one new token against a cache of 10
+    # one new token against a cache of 10
+    assert torch.equal(alibi_bias(8, 1, 10), full[:, -1:, :])
     assert torch.equal(query_positions(3, 10), torch.tensor([7, 8, 9]))
 
 
@@ -131,9 +129,8 @@ def test_causal_bias_equals_key_position_only_bias_after_softmax(
     scores = torch.randn(num_heads, seq_len, seq_len, dtype=torch.float64)
     causal = torch.ones(seq_len, seq_len, dtype=torch.bool).tril()
     slopes = alibi_slopes(num_heads).double()
-    key_only = slopes[:, None, None] * torch.arange(
-        seq_len, dtype=torch.float64
-    )  # m_h * j, same on every row
+    # m_h * j, same on every row
+    key_only = slopes[:, None, None] * torch.arange(seq_len, dtype=torch.float64)
     a = torch.softmax(
         (scores + alibi_bias(num_heads, seq_len).double()).masked_fill(
             ~causal, -math.inf

@@ -112,9 +112,10 @@ def test_format_table_names_device_and_ratios():
     )
     table = bench.format_table([slow, fast], baseline=fast)
     assert table.splitlines()[0].startswith("device: cpu | torch 9.9 | dtype float32")
+    # 3x the baseline
     assert table.splitlines()[3].split()[0] == "slow" and table.splitlines()[
         3
-    ].endswith("3.00")  # 3x the baseline
+    ].endswith("3.00")
     with pytest.raises(ValueError):
         bench.format_table([])
 

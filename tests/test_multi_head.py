@@ -49,14 +49,12 @@ SCHEMES = all_schemes()
 
 def per_head_loop(layer, x, *, causal, mask=None):
     """The layer's output rebuilt from its weights one head at a time, float64."""
-    w_qkv = (
-        layer.qkv.weight.detach().double()
-    )  # (3d, d): rows of W_q, then W_k, then W_v
+    # (3d, d): rows of W_q, then W_k, then W_v
+    w_qkv = layer.qkv.weight.detach().double()
     w_q, w_k, w_v = w_qkv[:d_model], w_qkv[d_model : 2 * d_model], w_qkv[2 * d_model :]
     x = with_positions_added(layer.scheme, x.double())
-    q = torch.stack(
-        [x @ w_q[h * D : (h + 1) * D].T for h in range(H)], dim=1
-    )  # (B, H, T, D)
+    # (B, H, T, D)
+    q = torch.stack([x @ w_q[h * D : (h + 1) * D].T for h in range(H)], dim=1)
     k = torch.stack([x @ w_k[h * D : (h + 1) * D].T for h in range(H)], dim=1)
     v = torch.stack([x @ w_v[h * D : (h + 1) * D].T for h in range(H)], dim=1)
     heads = scheme_attention(

@@ -54,9 +54,8 @@ def reference_bucket(r, bidirectional, num_buckets, max_distance):
     if n < exact:
         return bucket + n, False
     value = math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact)
-    on_edge = (
-        abs(value - round(value)) < 1e-4
-    )  # float32 (as in T5) may round either way here
+    # float32 (as in T5) may round either way here
+    on_edge = abs(value - round(value)) < 1e-4
     return bucket + min(exact + int(value), num_buckets - 1), on_edge
 
 
@@ -96,13 +95,11 @@ def test_t5_buckets_are_in_range_and_monotone_in_distance(half, bidirectional, e
     distance = torch.arange(0, 3 * max_distance)
     past = t5_relative_position_bucket(-distance, **kwargs)
     assert bool((past >= 0).all() and (past < num_buckets).all())
-    assert bool(
-        (past[1:] >= past[:-1]).all()
-    )  # farther back never maps to a nearer bucket
+    # farther back never maps to a nearer bucket
+    assert bool((past[1:] >= past[:-1]).all())
     assert torch.equal(past[:exact], distance[:exact])  # small distances are exact
-    assert (
-        past[-1] == (num_buckets // 2 if bidirectional else num_buckets) - 1
-    )  # far away: the last bucket
+    # far away: the last bucket
+    assert past[-1] == (num_buckets // 2 if bidirectional else num_buckets) - 1
     future = t5_relative_position_bucket(distance, **kwargs)
     if bidirectional:
         upper = future[1:] - num_buckets // 2
@@ -224,9 +221,8 @@ def test_shaw_clipping_gives_far_keys_the_edge_rows():
     bias = module(q)
     # every key 2 or more positions back from query 9 shares row 0, so its bias is the same
     assert torch.allclose(bias[0, 0, 9, :8], bias[0, 0, 9, 7].expand(8))
-    assert not torch.allclose(
-        bias[0, 0, 9, 7], bias[0, 0, 9, 8]
-    )  # inside the window they differ
+    # inside the window they differ
+    assert not torch.allclose(bias[0, 0, 9, 7], bias[0, 0, 9, 8])
     # and the module works for any length: no row for length 1000 is needed
     assert module(torch.randn(1, 1, 1000, 4)).shape == (1, 1, 1000, 1000)
 
@@ -292,9 +288,8 @@ def test_cope_matches_a_loop(k_len, q_drop, num_positions, seed):
     got_positions = cope_positions(q, k, max_position=num_positions - 1).double()
     got_bias = cope_bias(q, k, table).double()
     offset = k_len - q_len
-    causal = (
-        torch.arange(k_len)[None, :] <= (torch.arange(q_len) + offset)[:, None]
-    )  # j <= i
+    # j <= i
+    causal = torch.arange(k_len)[None, :] <= (torch.arange(q_len) + offset)[:, None]
     assert torch.allclose(got_positions * causal, positions, atol=1e-5)
     assert torch.allclose(got_bias * causal, bias, atol=1e-5)
 

@@ -255,9 +255,10 @@ def test_default_positions_are_arange():
 
 def test_per_row_positions_for_left_padding():
     x = randn(3, 2, 6, 8, seed=7)
+    # (B, 1, T)
     positions = torch.tensor(
         [[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3], [0, 0, 0, 0, 0, 1]]
-    )[:, None, :]  # (B, 1, T)
+    )[:, None, :]
     y = apply_rope(x, positions)
     for b in range(3):
         for h in range(2):
@@ -388,9 +389,8 @@ def test_converted_projections_give_the_same_scores(
     def head_scores(wq, wk, pairing):
         q = (x @ wq.T).view(seq, num_heads, head_dim).transpose(0, 1)  # (H, T, D)
         k = (x @ wk.T).view(seq, num_heads, head_dim).transpose(0, 1)
-        return scores(
-            apply_rope(q, pairing=pairing), apply_rope(k, pairing=pairing)
-        )  # (H, T, T)
+        # (H, T, T)
+        return scores(apply_rope(q, pairing=pairing), apply_rope(k, pairing=pairing))
 
     before = head_scores(w_q, w_k, source)
     converted = {
@@ -422,9 +422,8 @@ def test_decoding_token_by_token_with_offsets_equals_the_full_pass(
     pieces = [apply_rope(x[..., :prompt, :], torch.arange(prompt), pairing=pairing)]
     from_module = [module(x[..., :prompt, :])]
     for t in range(prompt, prompt + steps):
-        offset = (
-            torch.arange(1) + t
-        )  # one new token at position t (the KV cache holds 0 .. t-1)
+        # one new token at position t (the KV cache holds 0 .. t-1)
+        offset = torch.arange(1) + t
         pieces.append(apply_rope(x[..., t : t + 1, :], offset, pairing=pairing))
         from_module.append(module(x[..., t : t + 1, :], offset))
     torch.testing.assert_close(torch.cat(pieces, dim=-2), full, rtol=0, atol=0)
@@ -460,9 +459,8 @@ def test_bf16_input_at_position_32768_has_small_phase_error():
     y = apply_rope(x, torch.tensor([position]), pairing="interleaved")
     assert y.dtype == torch.bfloat16
     error = _phase_error(y, x, position, head_dim)
-    assert (
-        float(error.max()) < 5e-3
-    )  # well under 0.01 rad; most of it is bf16 rounding of the output
+    # well under 0.01 rad; most of it is bf16 rounding of the output
+    assert float(error.max()) < 5e-3
     # the test can see a wrong implementation: angles formed in bf16 are off by radians
     bad_angles = (
         torch.tensor([position], dtype=torch.bfloat16)[:, None]
@@ -786,9 +784,8 @@ def test_positions_that_do_not_broadcast_are_rejected():
     with pytest.raises(ValueError, match="batch, 1, seq_len"):
         apply_rope(x, torch.zeros(2, 5, dtype=torch.long))  # (B, T) needs a heads axis
     with pytest.raises(ValueError, match="do not broadcast"):
-        apply_rope(
-            x, torch.zeros(3, 2, 4, 5, dtype=torch.long)
-        )  # would add a dimension
+        # would add a dimension
+        apply_rope(x, torch.zeros(3, 2, 4, 5, dtype=torch.long))
     with pytest.raises(ValueError, match="do not broadcast"):
         RotaryEmbedding(8)(x, torch.arange(4))
 

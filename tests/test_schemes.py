@@ -168,9 +168,8 @@ def test_alibi_dense_bias_and_flex_read_the_one_slopes_buffer():
     scheme.encoding.slopes.copy_(new_slopes)
     q, k, v = qkv(5, 5, seed=3)
     i = torch.arange(5)
-    bias = -new_slopes[:, None, None] * (i[:, None] - i[None, :]).clamp(
-        min=0
-    )  # (H, T, T)
+    # (H, T, T)
+    bias = -new_slopes[:, None, None] * (i[:, None] - i[None, :]).clamp(min=0)
     expected = softmax_attention(q, k, v, bias, causal_visibility(5, 5))
     for kernel in AVAILABLE_KERNELS:
         with torch.no_grad():

@@ -62,9 +62,8 @@ def test_derived_matrix_is_the_expected_rotation():
 
 def test_shift_residual_is_zero_and_detects_wrong_matrices():
     assert is_zero(symbolic.shift_matrix_residual())
-    assert not is_zero(
-        symbolic.shift_matrix_residual(EXPECTED_M.T)
-    )  # the inverse rotation shifts by -k
+    # the inverse rotation shifts by -k
+    assert not is_zero(symbolic.shift_matrix_residual(EXPECTED_M.T))
     assert not is_zero(symbolic.shift_matrix_residual(sp.eye(2)))
 
 
