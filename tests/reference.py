@@ -17,6 +17,7 @@ from pe_tutorial.absolute import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEmbedding,
 )
+from pe_tutorial.attention import KERNELS, flex_available
 from pe_tutorial.relative import t5_relative_position_bucket
 from pe_tutorial.rope import apply_rope
 from pe_tutorial.schemes import (
@@ -27,6 +28,9 @@ from pe_tutorial.schemes import (
     ShawScheme,
     T5BiasScheme,
 )
+
+# every kernel this torch can run
+AVAILABLE_KERNELS = KERNELS if flex_available() else ("naive", "sdpa")
 
 
 def softmax_attention(q, k, v, bias=None, mask=None):

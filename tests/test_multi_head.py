@@ -10,26 +10,21 @@ positions disagrees with it.
 
 import pytest
 import torch
-from reference import scheme_attention, with_positions_added
-from test_schemes import B, D, H, make_schemes
 
 from pe_tutorial.absolute import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEmbedding,
 )
 from pe_tutorial.attention import (
-    KERNELS,
     AttentionConfig,
     MultiHeadAttention,
-    flex_available,
     padding_mask,
 )
 from pe_tutorial.schemes import AbsoluteScheme
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:flex_attention called without torch.compile"
-)
-AVAILABLE_KERNELS = KERNELS if flex_available() else ("naive", "sdpa")
+from reference import AVAILABLE_KERNELS, scheme_attention, with_positions_added
+from test_schemes import B, D, H, make_schemes
+
 d_model = H * D
 
 

@@ -12,7 +12,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import causal_visibility, scheme_attention, softmax_attention
 
 from pe_tutorial.absolute import (
     LearnedPositionalEmbedding,
@@ -20,11 +19,9 @@ from pe_tutorial.absolute import (
 )
 from pe_tutorial.alibi import ALiBiBias
 from pe_tutorial.attention import (
-    KERNELS,
     AttentionConfig,
     MultiHeadAttention,
     attend,
-    flex_available,
     padding_mask,
 )
 from pe_tutorial.relative import (
@@ -43,10 +40,12 @@ from pe_tutorial.schemes import (
     T5BiasScheme,
 )
 
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:flex_attention called without torch.compile"
+from reference import (
+    AVAILABLE_KERNELS,
+    causal_visibility,
+    scheme_attention,
+    softmax_attention,
 )
-AVAILABLE_KERNELS = KERNELS if flex_available() else ("naive", "sdpa")
 
 B, H, D = 2, 4, 8
 
