@@ -123,6 +123,8 @@ def test_first_code_cell_installs_from_the_configured_repository(path):
     assert 'importlib.util.find_spec("pe_tutorial") is None' in source, (
         "install only when missing"
     )
+    # it runs on Colab but is not part of the rendered page
+    assert "remove-cell" in first_code.get("metadata", {}).get("tags", [])
     urls = re.findall(r"git\+(https://\S+?)[\"']", source)
     assert urls == [CONFIG["repository"]["url"]]
 
