@@ -226,3 +226,12 @@ def test_every_citation_is_in_the_bibliography():
     }
     assert cited, "the book cites its sources"
     assert cited <= keys, f"cited but not in references.bib: {sorted(cited - keys)}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_code_fits_the_page(path):
+    """No code line over 88 characters: longer ones are cut off on the rendered page."""
+    for index, cell in enumerate(read_notebook(path)["cells"]):
+        if cell["cell_type"] == "code":
+            for line in cell_text(cell).splitlines():
+                assert len(line) <= 88, f"{path.name} cell {index}: {line!r}"
