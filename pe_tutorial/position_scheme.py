@@ -21,6 +21,7 @@ cache); ``pe_tutorial.positions`` is the one definition.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -93,14 +94,14 @@ class PositionScheme(nn.Module):
 
     def check_device(self, device: torch.device) -> None:
         """Raise ``ValueError`` if this scheme's tensors live on another device."""
-        for tensor in (*self.parameters(), *self.buffers()):
-            if tensor.device != device:
-                raise ValueError(
-                    f"{type(self).__name__} is on {tensor.device} but the queries are "
-                    f"on {device}; move it with .to({str(device)!r}) (or move the "
-                    "model that holds it)"
-                )
-            return
+        # the first parameter or buffer stands for all (.to() moves them together)
+        tensor = next(itertools.chain(self.parameters(), self.buffers()), None)
+        if tensor is not None and tensor.device != device:
+            raise ValueError(
+                f"{type(self).__name__} is on {tensor.device} but the queries are "
+                f"on {device}; move it with .to({str(device)!r}) (or move the "
+                "model that holds it)"
+            )
 
 
 class NoPositionScheme(PositionScheme):

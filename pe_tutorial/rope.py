@@ -452,10 +452,13 @@ class RotaryEmbedding(nn.Module):
             return
         self._build_table(num_positions)
 
+    def _angles(self, positions: torch.Tensor) -> torch.Tensor:
+        # angle_{m,i} = m * theta_i, float32, positions.shape + (R/2,)
+        return positions.to(torch.float32)[..., None] * self.inv_freq
+
     def _build_table(self, num_positions: int) -> None:
         positions = torch.arange(num_positions, device=self.inv_freq.device)
-        # angle_{m,i} = m * theta_i, float32, (L, R/2)
-        angles = positions.to(torch.float32)[:, None] * self.inv_freq
+        angles = self._angles(positions)  # (L, R/2)
         self.cos_cached = angles.cos()
         self.sin_cached = angles.sin()
 
@@ -488,7 +491,7 @@ class RotaryEmbedding(nn.Module):
             )
             return empty, empty.clone()
         if int(positions.min()) < 0:
-            angles = positions.to(torch.float32)[..., None] * self.inv_freq
+            angles = self._angles(positions)
             return angles.cos(), angles.sin()
         needed = int(positions.max()) + 1
         if needed > self.cached_positions:
