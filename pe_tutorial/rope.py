@@ -41,6 +41,7 @@ from ._validation import (
     require_positive_int,
 )
 from .absolute import sinusoidal_frequencies
+from .rope_scaling import RopeScaling
 
 __all__ = [
     "Pairing",
@@ -413,6 +414,11 @@ class RotaryEmbedding(nn.Module):
     cast to a lower precision. Positions and inputs on another device than the
     module raise ``ValueError`` (move the module once with ``.to(device)``).
     Checking the largest position reads it back from the device (a sync on GPU).
+
+    ``scaling`` (a ``RopeScaling``, chapter 9) replaces the frequencies by a
+    context-extension method's and multiplies cos and sin by its attention
+    scale, as transformers does; "dynamic" recomputes the frequencies for
+    each call whose largest position reaches past the trained context.
     """
 
     def __init__(
@@ -423,12 +429,20 @@ class RotaryEmbedding(nn.Module):
         pairing: Pairing = "half",
         rotary_dim: int | None = None,
         max_positions: int = 2048,
+        scaling: RopeScaling | None = None,
     ):
         super().__init__()
         self.rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
         self.head_dim = head_dim
         self.base = require_positive_float(base, "base")
         self.pairing = _check_pairing(pairing)
+        if scaling is not None and not isinstance(scaling, RopeScaling):
+            raise ValueError(
+                f"scaling must be a RopeScaling or None, got {type(scaling).__name__}; "
+                "e.g. RopeScaling('linear', factor=4.0)"
+            )
+        self.scaling = scaling
+        self.attention_scale = 1.0
         require_positive_int(max_positions, "max_positions")
         half = self.rotary_dim // 2
         self.register_buffer("inv_freq", self._frequencies(), persistent=False)
@@ -437,8 +451,13 @@ class RotaryEmbedding(nn.Module):
         self.extend_to(max_positions)
 
     def _frequencies(self, device: torch.device | str | None = None) -> torch.Tensor:
-        """``theta_i = base ** (-2i / rotary_dim)``, float32, ``(rotary_dim / 2,)``."""
-        return rope_frequencies(self.rotary_dim, base=self.base).to(device)
+        """``theta_i = base ** (-2i / rotary_dim)``, or the scaling's, float32, ``(R/2,)``."""
+        if self.scaling is None:
+            return rope_frequencies(self.rotary_dim, base=self.base).to(device)
+        inv_freq, self.attention_scale = self.scaling.frequencies(
+            self.rotary_dim, base=self.base
+        )
+        return inv_freq.to(device)
 
     @property
     def cached_positions(self) -> int:
@@ -459,8 +478,8 @@ class RotaryEmbedding(nn.Module):
     def _build_table(self, num_positions: int) -> None:
         positions = torch.arange(num_positions, device=self.inv_freq.device)
         angles = self._angles(positions)  # (L, R/2)
-        self.cos_cached = angles.cos()
-        self.sin_cached = angles.sin()
+        self.cos_cached = angles.cos() * self.attention_scale
+        self.sin_cached = angles.sin() * self.attention_scale
 
     def _apply(self, fn, recurse=True):
         # .to(device) moves the buffers; a cast (.half()) must not lower their
@@ -490,13 +509,30 @@ class RotaryEmbedding(nn.Module):
                 (*positions.shape, self.rotary_dim // 2), dtype=torch.float32
             )
             return empty, empty.clone()
+        needed = int(positions.max()) + 1
+        if self._dynamic_past_original(needed):
+            inv_freq, _ = self.scaling.frequencies(
+                self.rotary_dim, base=self.base, seq_len=needed
+            )
+            angles = positions.to(torch.float32)[..., None] * inv_freq.to(
+                positions.device
+            )
+            return angles.cos(), angles.sin()
         if int(positions.min()) < 0:
             angles = self._angles(positions)
-            return angles.cos(), angles.sin()
-        needed = int(positions.max()) + 1
+            scale = self.attention_scale
+            return angles.cos() * scale, angles.sin() * scale
         if needed > self.cached_positions:
             self.extend_to(max(needed, 2 * self.cached_positions))
         return self.cos_cached[positions], self.sin_cached[positions]
+
+    def _dynamic_past_original(self, num_positions: int) -> bool:
+        scaling = self.scaling
+        return (
+            scaling is not None
+            and scaling.depends_on_length
+            and num_positions > scaling.original_max_positions
+        )
 
     def forward(
         self, x: torch.Tensor, positions: torch.Tensor | None = None
@@ -515,6 +551,7 @@ class RotaryEmbedding(nn.Module):
         return (
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, "
             f"pairing={self.pairing!r}, cached_positions={self.cached_positions}"
+            + ("" if self.scaling is None else f", scaling={self.scaling}")
         )
 
 

@@ -1,0 +1,233 @@
+"""Training data for chapter 9: real bytes that every machine has, and a task that isolates position.
+
+- ``stdlib_corpus``: the source files of Python's own standard library, read
+  as bytes. Every Python installation has them (Colab's too), so nothing is
+  downloaded. Files are split into train and validation by a hash of their
+  path relative to the library root, so the split is deterministic and no file
+  is in both. (Different Python versions ship different files; the corpus
+  records its version and sizes.)
+- ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
+  once into a cache folder when a network exists; ``split_bytes`` splits it.
+- ``lookback_batch``: random symbols whose target at position ``t`` is the
+  symbol at ``t - k``. Solving it needs relative position and nothing else, so
+  it shows plainly which schemes generalise to longer sequences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import sysconfig
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ._validation import require_positive_int
+
+__all__ = [
+    "ByteCorpus",
+    "stdlib_files",
+    "stdlib_corpus",
+    "split_bytes",
+    "fetch_corpus",
+    "TINY_SHAKESPEARE_URL",
+    "random_windows",
+    "lookback_batch",
+    "IGNORE_INDEX",
+]
+
+TINY_SHAKESPEARE_URL = (
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
+    "tinyshakespeare/input.txt"
+)
+IGNORE_INDEX = -100  # targets that cross_entropy skips
+_SKIPPED_DIRS = {"site-packages", "dist-packages", "__pycache__"}
+
+
+@dataclass(frozen=True)
+class ByteCorpus:
+    """Train and validation bytes as uint8 tensors, and where they came from."""
+
+    train: torch.Tensor
+    validation: torch.Tensor
+    source: str
+
+    def describe(self) -> dict:
+        return {
+            "source": self.source,
+            "train_bytes": int(self.train.numel()),
+            "validation_bytes": int(self.validation.numel()),
+        }
+
+
+def _is_validation(name: str, validation_percent: int) -> bool:
+    # crc32 of the relative path: the same on every machine and every run
+    return zlib.crc32(name.encode()) % 100 < validation_percent
+
+
+def stdlib_files(root: str | Path | None = None) -> list[Path]:
+    """The ``.py`` files under the standard library ``root``, sorted by relative path.
+
+    ``root`` defaults to ``sysconfig.get_paths()["stdlib"]``; installed
+    third-party packages (``site-packages``) are left out.
+    """
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    if not root.is_dir():
+        raise ValueError(f"no standard library folder at {root}")
+    files = [
+        path
+        for path in root.rglob("*.py")
+        if not _SKIPPED_DIRS.intersection(path.relative_to(root).parts)
+    ]
+    return sorted(files, key=lambda path: path.relative_to(root).as_posix())
+
+
+def _concatenate(chunks: list[bytes], limit: int | None) -> torch.Tensor:
+    data = b"".join(chunks)
+    if limit is not None:
+        data = data[:limit]
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def stdlib_corpus(
+    *,
+    root: str | Path | None = None,
+    validation_percent: int = 10,
+    max_train_bytes: int | None = None,
+    max_validation_bytes: int | None = None,
+) -> ByteCorpus:
+    """Python's standard library source as a byte corpus, split by file.
+
+    A file goes to validation when ``crc32(relative path) % 100 <
+    validation_percent``. Files are read in sorted order until each side has
+    its ``max_*_bytes`` (None: all of them), so a smaller budget reads a prefix
+    of the same bytes.
+    """
+    if not 0 < validation_percent < 100:
+        raise ValueError(
+            f"validation_percent must be between 1 and 99, got {validation_percent}"
+        )
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    sides: dict[bool, list[bytes]] = {False: [], True: []}
+    sizes = {False: 0, True: 0}
+    limits = {False: max_train_bytes, True: max_validation_bytes}
+    for path in stdlib_files(root):
+        side = _is_validation(path.relative_to(root).as_posix(), validation_percent)
+        if limits[side] is not None and sizes[side] >= limits[side]:
+            continue
+        data = path.read_bytes()
+        sides[side].append(data)
+        sizes[side] += len(data)
+    if not sides[False] or not sides[True]:
+        raise ValueError(
+            f"the standard library at {root} gave an empty train or validation split"
+        )
+    version = ".".join(map(str, sys.version_info[:3]))
+    return ByteCorpus(
+        train=_concatenate(sides[False], max_train_bytes),
+        validation=_concatenate(sides[True], max_validation_bytes),
+        source=f"Python {version} standard library (.py files, split by path hash)",
+    )
+
+
+def split_bytes(
+    data: bytes, *, validation_fraction: float = 0.1, source: str = "bytes"
+) -> ByteCorpus:
+    """Split one text into train (the start) and validation (the end) at a fixed fraction."""
+    if not 0 < validation_fraction < 1:
+        raise ValueError(
+            f"validation_fraction must be between 0 and 1, got {validation_fraction}"
+        )
+    cut = int(len(data) * (1 - validation_fraction))
+    if cut == 0 or cut == len(data):
+        raise ValueError(f"{len(data)} bytes are too few to split")
+    return ByteCorpus(
+        train=_concatenate([data[:cut]], None),
+        validation=_concatenate([data[cut:]], None),
+        source=source,
+    )
+
+
+def fetch_corpus(
+    url: str = TINY_SHAKESPEARE_URL,
+    *,
+    cache_dir: str | Path | None = None,
+    sha256: str | None = None,
+    validation_fraction: float = 0.1,
+) -> ByteCorpus:
+    """Download a text corpus once (needs a network the first time) and split it.
+
+    The file is cached under ``cache_dir`` (default ``~/.cache/pe_tutorial``)
+    by a hash of its URL; ``sha256``, when given, is checked. Any URL that
+    ``urllib`` opens works, ``file://`` included.
+    """
+    cache = Path(cache_dir or Path.home() / ".cache" / "pe_tutorial")
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / (hashlib.sha256(url.encode()).hexdigest()[:16] + ".txt")
+    if not target.exists():
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                data = response.read()
+        except OSError as error:
+            raise RuntimeError(
+                f"could not download {url} ({error}); without a network, train on "
+                "stdlib_corpus(), which needs no download"
+            ) from error
+        target.write_bytes(data)
+    data = target.read_bytes()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(
+            f"{target} does not have the expected sha256 {sha256}; delete it to "
+            "download again"
+        )
+    return split_bytes(data, validation_fraction=validation_fraction, source=url)
+
+
+def random_windows(
+    data: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random windows of ``data``: inputs and next-byte targets, ``(B, T)`` int64."""
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(seq_len, "seq_len")
+    if data.numel() <= seq_len:
+        raise ValueError(
+            f"{data.numel()} bytes cannot hold a window of {seq_len} + 1 bytes"
+        )
+    starts = torch.randint(
+        0, data.numel() - seq_len, (batch_size,), generator=generator
+    )
+    # (B, T + 1) windows, then inputs = first T, targets = last T
+    index = starts[:, None] + torch.arange(seq_len + 1)
+    windows = data[index].long()
+    return windows[:, :-1], windows[:, 1:]
+
+
+def lookback_batch(
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator,
+    *,
+    lookback: int,
+    num_symbols: int = 16,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The look-back task: random symbols; the target at ``t`` is the symbol at ``t - k``.
+
+    Inputs are ``(B, T)`` symbols in ``0 .. num_symbols - 1``; targets are the
+    inputs shifted right by ``k = lookback``, with ``IGNORE_INDEX`` at the first
+    ``k`` positions, which have nothing ``k`` back.
+    """
+    require_positive_int(lookback, "lookback")
+    require_positive_int(num_symbols, "num_symbols")
+    if lookback >= seq_len:
+        raise ValueError(
+            f"lookback={lookback} leaves nothing to predict in {seq_len} positions"
+        )
+    inputs = torch.randint(
+        0, num_symbols, (batch_size, seq_len), generator=generator
+    )
+    targets = torch.full_like(inputs, IGNORE_INDEX)
+    targets[:, lookback:] = inputs[:, :-lookback]
+    return inputs, targets

@@ -1,0 +1,549 @@
+"""Chapter 9's experiments: every scheme trained, then read at 1x to 8x its training length.
+
+Run from a shell::
+
+    python -m pe_tutorial.experiments --preset quick|standard|full \\
+        [--device auto|cpu|cuda|cuda:N|mps] [--json PATH] [--record]
+
+Presets (``PRESETS``): ``quick`` runs inside chapter 9 on a laptop CPU (about
+90 s on two cores), ``standard`` is the recorded CPU run (several seeds, at
+most half an hour), ``full`` is for a GPU (a larger model and longer
+training). ``--record`` writes the results into the installed package
+(``pe_tutorial/results/``), where the chapter reads them, so they ship with
+``pip install`` and reach Colab.
+
+Four experiments, all on the standard-library byte corpus except the last:
+
+1. **Schemes.** A byte language model per scheme (``model.SCHEMES``), pre-norm,
+   absolute tables at the input; bits per byte at each length.
+2. **Architecture switches.** Some schemes again with post-norm, and the
+   absolute tables added in every layer.
+3. **RoPE context extension.** The trained RoPE models with each
+   ``rope_scaling.SCALING_METHODS`` method, zero-shot, and some after a short
+   fine-tune at the target length.
+4. **Look-back.** The synthetic task of ``data.lookback_batch``: accuracy of
+   predicting the symbol ``k`` back, at each length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import json
+import math
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from .data import ByteCorpus, lookback_batch, random_windows, stdlib_corpus
+from .model import SCHEMES, ByteTransformer, ModelConfig
+from .rope_scaling import SCALING_METHODS, RopeScaling
+from .train import (
+    TrainConfig,
+    length_bits_per_byte,
+    lookback_accuracy,
+    resolve_device,
+    train,
+)
+
+__all__ = [
+    "Preset",
+    "PRESETS",
+    "run_experiments",
+    "results_path",
+    "load_results",
+    "summarise",
+    "main",
+]
+
+RESULTS_PACKAGE = "pe_tutorial"
+RESULTS_FOLDER = "results"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Everything one run of the experiments does; see ``PRESETS``."""
+
+    name: str
+    model: dict
+    train: TrainConfig
+    seeds: tuple[int, ...]
+    multiples: tuple[int, ...] = (1, 2, 4, 8)
+    eval_windows: int = 16  # windows at the longest length; the same bytes at all
+    train_bytes: int = 2_000_000
+    validation_bytes: int = 400_000
+    schemes: tuple[str, ...] = SCHEMES
+    post_norm_schemes: tuple[str, ...] = ("rope", "alibi")
+    every_layer_schemes: tuple[str, ...] = ("sinusoidal",)
+    extension_factor: float = 4.0
+    extension_methods: tuple[str, ...] = SCALING_METHODS
+    finetune_methods: tuple[str | None, ...] = (None, "linear", "yarn")
+    finetune_steps: int = 40
+    lookback: dict = field(default_factory=dict)
+
+    @property
+    def lengths(self) -> list[int]:
+        return [m * self.train.seq_len for m in self.multiples]
+
+
+PRESETS: dict[str, Preset] = {
+    "quick": Preset(
+        name="quick",
+        model={"d_model": 64, "num_heads": 4, "num_layers": 2},
+        train=TrainConfig(steps=200, batch_size=16, seq_len=64, warmup_steps=20),
+        seeds=(0,),
+        lookback={"seq_len": 32, "lookback": 5, "steps": 150, "num_symbols": 16},
+    ),
+    "standard": Preset(
+        name="standard",
+        model={"d_model": 64, "num_heads": 4, "num_layers": 2},
+        train=TrainConfig(steps=800, batch_size=16, seq_len=64, warmup_steps=50),
+        seeds=(0, 1, 2),
+        eval_windows=32,
+        post_norm_schemes=("learned", "sinusoidal", "rope", "alibi"),
+        every_layer_schemes=("learned", "sinusoidal"),
+        finetune_steps=100,
+        lookback={"seq_len": 32, "lookback": 5, "steps": 400, "num_symbols": 16},
+    ),
+    "full": Preset(
+        name="full",
+        model={"d_model": 128, "num_heads": 8, "num_layers": 4},
+        train=TrainConfig(steps=2000, batch_size=32, seq_len=128, warmup_steps=100),
+        seeds=(0, 1, 2),
+        eval_windows=64,
+        train_bytes=20_000_000,
+        validation_bytes=1_000_000,
+        post_norm_schemes=("learned", "sinusoidal", "rope", "alibi"),
+        every_layer_schemes=("learned", "sinusoidal"),
+        finetune_steps=200,
+        lookback={"seq_len": 64, "lookback": 5, "steps": 1000, "num_symbols": 16},
+    ),
+}
+
+
+def _check_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose one of {tuple(PRESETS)}")
+    return PRESETS[name]
+
+
+def _summary(values: list[float | None]) -> dict | None:
+    """Mean, sample standard deviation and count of the runs' values (None if any is missing)."""
+    if not values or any(v is None for v in values):
+        return None
+    mean = sum(values) / len(values)
+    spread = (
+        math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        if len(values) > 1
+        else 0.0
+    )
+    return {"mean": mean, "std": spread, "n": len(values)}
+
+
+def _summarise_runs(runs: list[dict], key: str) -> dict[str, dict | None]:
+    lengths = runs[0][key].keys()
+    return {n: _summary([run[key][n] for run in runs]) for n in lengths}
+
+
+class _Runner:
+    def __init__(self, preset: Preset, device: torch.device, progress: bool):
+        self.preset = preset
+        self.device = device
+        self.progress = progress
+        self.corpus: ByteCorpus = stdlib_corpus(
+            max_train_bytes=preset.train_bytes,
+            max_validation_bytes=preset.validation_bytes,
+        )
+        self.num_targets = preset.eval_windows * max(preset.lengths)
+        if self.num_targets >= self.corpus.validation.numel():
+            raise ValueError(
+                f"preset {preset.name!r} evaluates {self.num_targets} bytes but the "
+                f"validation split has {self.corpus.validation.numel()}"
+            )
+
+    def model_config(self, scheme: str, **switches) -> ModelConfig:
+        return ModelConfig(
+            scheme=scheme,
+            max_positions=self.preset.train.seq_len,
+            **self.preset.model,
+            **switches,
+        )
+
+    def text_batches(self, config: TrainConfig) -> Callable:
+        return functools.partial(
+            random_windows, self.corpus.train, config.batch_size, config.seq_len
+        )
+
+    def train_model(self, config: ModelConfig, seed: int, label: str):
+        torch.manual_seed(seed)
+        model = ByteTransformer(config)
+        train_config = replace(self.preset.train, seed=seed)
+        losses = train(
+            model,
+            self.text_batches(train_config),
+            train_config,
+            device=self.device,
+            progress=self.progress,
+            description=f"{label} seed {seed}",
+        )
+        return model, losses
+
+    def evaluate(self, model: ByteTransformer) -> tuple[dict, dict]:
+        results = length_bits_per_byte(
+            model,
+            self.corpus.validation,
+            self.preset.lengths,
+            num_targets=self.num_targets,
+            device=self.device,
+        )
+        bpb = {str(n): r["bpb"] for n, r in results.items()}
+        notes = {str(n): r["note"] for n, r in results.items() if r["note"]}
+        return bpb, notes
+
+    def language_models(self, log) -> tuple[list[dict], dict]:
+        p = self.preset
+        variants = [(s, "pre", "input") for s in p.schemes]
+        variants += [(s, "post", "input") for s in p.post_norm_schemes]
+        variants += [(s, "pre", "every_layer") for s in p.every_layer_schemes]
+        entries, rope_models = [], {}
+        for scheme, norm, absolute in variants:
+            config = self.model_config(scheme, norm=norm, absolute=absolute)
+            runs = []
+            for seed in p.seeds:
+                label = f"{scheme} {norm}-norm" + (
+                    " every layer" if absolute == "every_layer" else ""
+                )
+                model, losses = self.train_model(config, seed, label)
+                bpb, notes = self.evaluate(model)
+                runs.append(
+                    {
+                        "seed": seed,
+                        "final_train_bpb": _tail_mean(losses) / math.log(2),
+                        "bpb": bpb,
+                        "notes": notes,
+                    }
+                )
+                if (scheme, norm, absolute) == ("rope", "pre", "input"):
+                    rope_models[seed] = model
+                log(f"{label}, seed {seed}: bpb {_fmt(bpb)}")
+            entries.append(
+                {
+                    "scheme": scheme,
+                    "norm": norm,
+                    "absolute": absolute,
+                    "parameters": model.num_parameters(),
+                    "runs": runs,
+                    "summary": _summarise_runs(runs, "bpb"),
+                }
+            )
+        return entries, rope_models
+
+    def rope_extension(self, rope_models: dict, log) -> list[dict]:
+        p = self.preset
+        L = p.train.seq_len
+        entries = []
+
+        def scaling_for(method):
+            if method is None:
+                return None
+            return RopeScaling(
+                method, factor=p.extension_factor, original_max_positions=L
+            )
+
+        for method in (None, *p.extension_methods):
+            runs = []
+            for seed, model in rope_models.items():
+                scaled = copy.deepcopy(model)
+                scaled.set_rope_scaling(scaling_for(method))
+                bpb, _ = self.evaluate(scaled)
+                runs.append({"seed": seed, "bpb": bpb})
+            entries.append(_extension_entry(method, "zero-shot", runs))
+            log(f"RoPE {method or 'plain'} zero-shot: {_fmt(entries[-1]['summary'])}")
+        target = int(p.extension_factor * L)
+        tune = replace(
+            p.train,
+            steps=p.finetune_steps,
+            seq_len=target,
+            batch_size=max(1, p.train.batch_size * L // target),
+            warmup_steps=max(1, p.finetune_steps // 10),
+            learning_rate=p.train.learning_rate / 3,
+        )
+        for method in p.finetune_methods:
+            runs = []
+            for seed, model in rope_models.items():
+                tuned = copy.deepcopy(model)
+                tuned.set_rope_scaling(scaling_for(method))
+                train(
+                    tuned,
+                    self.text_batches(tune),
+                    replace(tune, seed=seed + 1000),
+                    device=self.device,
+                    progress=self.progress,
+                    description=f"fine-tune RoPE {method or 'plain'} seed {seed}",
+                )
+                bpb, _ = self.evaluate(tuned)
+                runs.append({"seed": seed, "bpb": bpb})
+            entries.append(_extension_entry(method, "fine-tuned", runs))
+            log(f"RoPE {method or 'plain'} fine-tuned: {_fmt(entries[-1]['summary'])}")
+        return entries
+
+    def lookback(self, log) -> list[dict]:
+        p = self.preset
+        task = p.lookback
+        L = task["seq_len"]
+        config = replace(
+            p.train, steps=task["steps"], seq_len=L, warmup_steps=task["steps"] // 10
+        )
+        entries = []
+        for scheme in p.schemes:
+            model_config = replace(self.model_config(scheme), max_positions=L)
+            runs = []
+            for seed in p.seeds:
+                torch.manual_seed(seed)
+                model = ByteTransformer(model_config)
+
+                def batches(generator, n=L, size=config.batch_size):
+                    return lookback_batch(
+                        size,
+                        n,
+                        generator,
+                        lookback=task["lookback"],
+                        num_symbols=task["num_symbols"],
+                    )
+
+                train(
+                    model,
+                    batches,
+                    replace(config, seed=seed),
+                    device=self.device,
+                    progress=self.progress,
+                    description=f"look-back {scheme} seed {seed}",
+                )
+                accuracy = {}
+                for m in p.multiples:
+                    n = m * L
+                    try:
+                        model.check_length(n)
+                    except ValueError:
+                        accuracy[str(n)] = None
+                        continue
+                    accuracy[str(n)] = lookback_accuracy(
+                        model,
+                        functools.partial(batches, n=n, size=64),
+                        device=self.device,
+                    )
+                runs.append({"seed": seed, "accuracy": accuracy})
+            entries.append(
+                {
+                    "scheme": scheme,
+                    "runs": runs,
+                    "summary": _summarise_runs(runs, "accuracy"),
+                }
+            )
+            log(f"look-back {scheme}: {_fmt(entries[-1]['summary'])}")
+        return entries
+
+
+def _extension_entry(method: str | None, stage: str, runs: list[dict]) -> dict:
+    return {
+        "method": method or "none",
+        "stage": stage,
+        "runs": runs,
+        "summary": _summarise_runs(runs, "bpb"),
+    }
+
+
+def _tail_mean(losses: list[float], n: int = 20) -> float:
+    tail = losses[-n:]
+    return sum(tail) / len(tail)
+
+
+def _fmt(values: dict) -> str:
+    def one(v):
+        if v is None:
+            return "-"
+        if isinstance(v, dict):
+            v = v["mean"]
+        return f"{v:.3f}"
+
+    return " ".join(f"{n}:{one(v)}" for n, v in values.items())
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return platform.processor() or platform.machine()
+
+
+def _peak_memory_mib() -> float:
+    # ru_maxrss is KiB on Linux and bytes on macOS
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
+def run_experiments(
+    preset: str | Preset = "quick",
+    *,
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Run every experiment of a preset; return the results as a JSON-ready dict.
+
+    ``results["language_model"]``, ``["rope_extension"]`` and ``["lookback"]``
+    hold one entry per variant, each with its per-seed ``runs`` and a
+    ``summary`` per length (mean, std, n; None where a length could not run).
+    ``results["metadata"]`` says where, when and on what it ran.
+    """
+    preset = _check_preset(preset) if isinstance(preset, str) else preset
+    device = resolve_device(device)
+    log = log or (lambda message: None)
+    start = time.perf_counter()
+    runner = _Runner(preset, device, progress)
+    language_model, rope_models = runner.language_models(log)
+    rope_extension = runner.rope_extension(rope_models, log) if rope_models else []
+    lookback = runner.lookback(log) if preset.lookback else []
+    wall = time.perf_counter() - start
+    return {
+        "preset": preset.name,
+        "metadata": {
+            "command": f"python -m pe_tutorial.experiments --preset {preset.name}",
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "device": str(device),
+            "device_name": _device_name(device),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "wall_seconds": wall,
+            "peak_memory_mib": _peak_memory_mib(),
+            "corpus": runner.corpus.describe(),
+        },
+        "settings": {
+            "model": {
+                k: v
+                for k, v in runner.model_config("rope").to_dict().items()
+                if k not in ("scheme", "norm", "absolute", "rope_scaling")
+            },
+            "train": asdict(preset.train),
+            "seeds": list(preset.seeds),
+            "lengths": preset.lengths,
+            "eval_targets": runner.num_targets,
+            "extension_factor": preset.extension_factor,
+            "finetune_steps": preset.finetune_steps,
+            "lookback": preset.lookback,
+        },
+        "language_model": language_model,
+        "rope_extension": rope_extension,
+        "lookback": lookback,
+    }
+
+
+def results_path(preset: str) -> Path:
+    """Where ``--record`` writes a preset's results: inside the installed package."""
+    _check_preset(preset)
+    folder = resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER
+    return Path(str(folder)) / f"experiments-{preset}.json"
+
+
+def load_results(preset: str) -> dict | None:
+    """The recorded results of a preset, or None if none were recorded."""
+    _check_preset(preset)
+    resource_file = (
+        resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER / f"experiments-{preset}.json"
+    )
+    if not resource_file.is_file():
+        return None
+    return json.loads(resource_file.read_text())
+
+
+def summarise(results: dict, section: str = "language_model") -> list[dict]:
+    """Flat rows of one section for a table: the variant's name and ``mean ± std`` per length."""
+    if section not in ("language_model", "rope_extension", "lookback"):
+        raise ValueError(
+            f"unknown section {section!r}; choose language_model, rope_extension "
+            "or lookback"
+        )
+    rows = []
+    for entry in results[section]:
+        if section == "language_model":
+            name = entry["scheme"]
+            if entry["norm"] == "post":
+                name += " (post-norm)"
+            if entry["absolute"] == "every_layer":
+                name += " (every layer)"
+        elif section == "rope_extension":
+            name = f"{entry['method']} ({entry['stage']})"
+        else:
+            name = entry["scheme"]
+        row = {"variant": name}
+        for length, stats in entry["summary"].items():
+            if stats is None:
+                row[length] = "n/a"
+            elif stats["n"] > 1:
+                row[length] = f"{stats['mean']:.3f} ± {stats['std']:.3f}"
+            else:
+                row[length] = f"{stats['mean']:.3f}"
+        rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m pe_tutorial.experiments",
+        description="Train byte language models with every position scheme and "
+        "measure them at 1x to 8x their training length (chapter 9).",
+    )
+    parser.add_argument("--preset", default="quick", help=f"one of {tuple(PRESETS)}")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the results into the package, where chapter 9 reads them",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    try:
+        preset = _check_preset(args.preset)
+        device = resolve_device(args.device)
+    except ValueError as error:
+        parser.error(str(error))
+    threads = os.environ.get("OMP_NUM_THREADS")
+    print(
+        f"preset {preset.name} on {device} ({_device_name(device)}), "
+        f"{torch.get_num_threads()} threads"
+        + (f" (OMP_NUM_THREADS={threads})" if threads else ""),
+        flush=True,
+    )
+    results = run_experiments(
+        preset,
+        device=device,
+        progress=not args.no_progress,
+        log=lambda message: print(message, flush=True),
+    )
+    text = json.dumps(results, indent=1) + "\n"
+    if args.json:
+        args.json.write_text(text)
+        print(f"wrote {args.json}")
+    if args.record:
+        path = results_path(preset.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"recorded {path}")
+    print(f"done in {results['metadata']['wall_seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+"""A small decoder-only Transformer over bytes, with any position scheme (chapter 9).
+
+``ByteTransformer`` reads bytes (a vocabulary of 256) and predicts the next
+byte. Its attention is ``pe_tutorial.attention.MultiHeadAttention`` with one
+of the book's schemes, chosen by name (``SCHEMES``):
+
+====================  =====================================================
+``"nope"``            no positions at all (causal masking only; chapter 1)
+``"learned"``         a learned absolute table (GPT-2; chapter 4)
+``"sinusoidal"``      the sinusoidal table (Vaswani et al.; chapter 4)
+``"rope"``            rotary embedding (chapter 6), optionally scaled
+``"alibi"``           linear biases (chapter 7)
+``"t5"``              T5's bucketed bias, one table shared by the layers
+``"shaw"``            Shaw et al.'s clipped key embeddings, per layer
+``"cope"``            contextual positions (CoPE), per layer (chapter 8)
+====================  =====================================================
+
+Two switches change the architecture around the scheme:
+
+- ``norm="pre"``: ``x + f(LN(x))`` (GPT-2 and later); ``norm="post"``:
+  ``LN(x + f(x))`` (the original Transformer).
+- ``absolute="input"`` adds an absolute table once, to the token embeddings;
+  ``absolute="every_layer"`` adds it to the input of every attention layer
+  (to queries, keys and values, not to the residual stream).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ._validation import require_positive_int
+from .absolute import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+from .alibi import ALiBiBias
+from .attention import AttentionConfig, MultiHeadAttention
+from .position_scheme import NoPositionScheme, PositionScheme
+from .relative import ContextualPositionBias, ShawRelativePosition, T5RelativeBias
+from .rope import RotaryEmbedding
+from .rope_scaling import RopeScaling
+from .schemes import (
+    AbsoluteScheme,
+    ALiBiScheme,
+    CoPEScheme,
+    RotaryScheme,
+    ShawScheme,
+    T5BiasScheme,
+)
+
+__all__ = ["SCHEMES", "ModelConfig", "ByteTransformer", "VOCAB_SIZE"]
+
+VOCAB_SIZE = 256
+SCHEMES: tuple[str, ...] = (
+    "nope",
+    "learned",
+    "sinusoidal",
+    "rope",
+    "alibi",
+    "t5",
+    "shaw",
+    "cope",
+)
+ABSOLUTE_SCHEMES = ("learned", "sinusoidal")
+NORMS = ("pre", "post")
+ABSOLUTE_PLACES = ("input", "every_layer")
+
+
+def _check_choice(value, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {choices}")
+    return value
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and switches of a ``ByteTransformer``; checked when made.
+
+    ``max_positions`` is the learned table's length (the training length);
+    ``max_relative_position`` Shaw's clipping distance ``K``; ``cope_positions``
+    the rows of CoPE's table; ``rope_scaling`` a ``RopeScaling`` for RoPE.
+    """
+
+    scheme: str = "rope"
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    mlp_ratio: int = 4
+    max_positions: int = 64
+    norm: str = "pre"
+    absolute: str = "input"
+    rope_base: float = 10000.0
+    rope_scaling: RopeScaling | None = None
+    max_relative_position: int = 16
+    t5_buckets: int = 32
+    t5_max_distance: int = 128
+    cope_positions: int = 64
+
+    def __post_init__(self):
+        _check_choice(self.scheme, "scheme", SCHEMES)
+        _check_choice(self.norm, "norm", NORMS)
+        _check_choice(self.absolute, "absolute placement", ABSOLUTE_PLACES)
+        for name in ("num_layers", "mlp_ratio", "max_positions"):
+            require_positive_int(getattr(self, name), name)
+        # checks d_model and num_heads
+        AttentionConfig(self.d_model, self.num_heads)
+        if self.rope_scaling is not None and self.scheme != "rope":
+            raise ValueError(
+                f"rope_scaling applies to scheme='rope' only, not {self.scheme!r}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if self.rope_scaling is not None:
+            out["rope_scaling"] = asdict(self.rope_scaling)
+        return out
+
+
+class _SchemeFactory:
+    """Builds each layer's scheme; encodings shared across layers are made once."""
+
+    def __init__(self, config: ModelConfig):
+        self.config = config
+        c = config
+        self.shared: nn.Module | None = None
+        if c.scheme == "learned":
+            self.shared = LearnedPositionalEmbedding(c.max_positions, c.d_model)
+        elif c.scheme == "sinusoidal":
+            self.shared = SinusoidalPositionalEmbedding(c.d_model)
+        elif c.scheme == "rope":
+            self.shared = RotaryEmbedding(
+                c.head_dim,
+                base=c.rope_base,
+                max_positions=c.max_positions,
+                scaling=c.rope_scaling,
+            )
+        elif c.scheme == "alibi":
+            self.shared = ALiBiBias(c.num_heads)
+        elif c.scheme == "t5":
+            # T5 computes its bias once and reuses it in every layer
+            self.shared = T5RelativeBias(
+                c.num_heads,
+                bidirectional=False,
+                num_buckets=c.t5_buckets,
+                max_distance=c.t5_max_distance,
+            )
+
+    def input_table(self) -> nn.Module | None:
+        """The absolute table added once to the embeddings, or None."""
+        c = self.config
+        if c.scheme in ABSOLUTE_SCHEMES and c.absolute == "input":
+            return self.shared
+        return None
+
+    def layer_scheme(self) -> PositionScheme:
+        c = self.config
+        if c.scheme in ABSOLUTE_SCHEMES:
+            if c.absolute == "input":
+                return NoPositionScheme()
+            return AbsoluteScheme(self.shared)
+        if c.scheme == "rope":
+            return RotaryScheme(self.shared)
+        if c.scheme == "alibi":
+            return ALiBiScheme(self.shared)
+        if c.scheme == "t5":
+            return T5BiasScheme(self.shared)
+        if c.scheme == "shaw":
+            return ShawScheme(ShawRelativePosition(c.max_relative_position, c.head_dim))
+        if c.scheme == "cope":
+            return CoPEScheme(ContextualPositionBias(c.cope_positions, c.head_dim))
+        return NoPositionScheme()
+
+
+class _Block(nn.Module):
+    def __init__(self, config: ModelConfig, scheme: PositionScheme):
+        super().__init__()
+        self.pre_norm = config.norm == "pre"
+        self.attention = MultiHeadAttention(
+            AttentionConfig(config.d_model, config.num_heads, causal=True), scheme
+        )
+        self.norm1 = nn.LayerNorm(config.d_model)
+        self.norm2 = nn.LayerNorm(config.d_model)
+        hidden = config.mlp_ratio * config.d_model
+        self.mlp = nn.Sequential(
+            nn.Linear(config.d_model, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, config.d_model),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pre_norm:
+            x = x + self.attention(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.mlp(x))
+
+
+class ByteTransformer(nn.Module):
+    """A decoder-only byte language model: ``forward(tokens) -> logits`` (chapter 9).
+
+    ``tokens`` is an integer tensor ``(batch, seq)`` of byte values 0..255; the
+    result is ``(batch, seq, 256)``, the logits for the byte after each one.
+    Any length works except past a learned table, which raises ``ValueError``.
+    The output layer shares the embedding's weights.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        factory = _SchemeFactory(config)
+        self.embed = nn.Embedding(VOCAB_SIZE, config.d_model)
+        self.input_table = factory.input_table()
+        # Vaswani et al. (section 3.4) multiply the embeddings by sqrt(d_model)
+        # before adding the sinusoidal table, whose entries are of size 1;
+        # without it the table drowns the tokens (chapter 2)
+        sinusoidal = config.scheme == "sinusoidal"
+        self.embed_scale = config.d_model**0.5 if sinusoidal else 1.0
+        self.blocks = nn.ModuleList(
+            _Block(config, factory.layer_scheme()) for _ in range(config.num_layers)
+        )
+        # pre-norm needs a last LayerNorm; post-norm blocks already end in one
+        self.final_norm = (
+            nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
+        )
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def check_length(self, seq_len: int) -> None:
+        """Raise ``ValueError`` if this model cannot read ``seq_len`` bytes."""
+        c = self.config
+        if c.scheme == "learned" and seq_len > c.max_positions:
+            raise ValueError(
+                f"a learned position table of {c.max_positions} rows cannot encode "
+                f"{seq_len} positions; it has no row past position "
+                f"{c.max_positions - 1} (use a scheme that extrapolates, or a "
+                "sequence of at most max_positions bytes)"
+            )
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.ndim != 2 or tokens.dtype not in (torch.int64, torch.int32):
+            raise ValueError(
+                "tokens must be an integer tensor of shape (batch, seq), got "
+                f"{tuple(tokens.shape)} of {tokens.dtype}"
+            )
+        self.check_length(tokens.shape[1])
+        x = self.embed(tokens) * self.embed_scale  # (B, T, d)
+        if self.input_table is not None:
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            x = x + self.input_table(positions)  # (T, d) broadcast over B
+        for block in self.blocks:
+            x = block(x)
+        # tied output layer: (B, T, d) @ (d, 256)
+        return F.linear(self.final_norm(x), self.embed.weight)
+
+    def set_rope_scaling(self, scaling: RopeScaling | None) -> None:
+        """Give a trained RoPE model a context-extension scaling (or none), in place.
+
+        Every layer shares one new ``RotaryEmbedding`` with the same base and
+        the given scaling; the learned weights are untouched.
+        """
+        c = self.config
+        if c.scheme != "rope":
+            raise ValueError(f"set_rope_scaling needs a RoPE model, not {c.scheme!r}")
+        device = self.embed.weight.device
+        rotary = RotaryEmbedding(
+            c.head_dim, base=c.rope_base, max_positions=c.max_positions, scaling=scaling
+        ).to(device)
+        for block in self.blocks:
+            block.attention.scheme.encoding = rotary
+        self.config = replace(c, rope_scaling=scaling)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

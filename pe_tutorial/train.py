@@ -1,0 +1,250 @@
+"""Training and evaluation for chapter 9: seeded, device-aware, measured in bits per byte.
+
+Bits per byte is the mean next-byte cross-entropy in nats divided by ``ln 2``:
+a model that spreads its probability evenly over the 256 byte values scores
+exactly 8, and every bit below that is structure the model has learned.
+
+``length_bits_per_byte`` evaluates one model at several sequence lengths on
+the *same* validation bytes: each length cuts the same stream into windows of
+its own size, so every length predicts exactly the same targets and only the
+context the model sees differs. A model that cannot read a length (a learned
+table past its end) gets ``None`` and the reason, not a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from ._validation import require_positive_float, require_positive_int
+from .data import IGNORE_INDEX
+
+__all__ = [
+    "TrainConfig",
+    "resolve_device",
+    "train",
+    "bits_per_byte",
+    "length_bits_per_byte",
+    "lookback_accuracy",
+]
+
+Batches = Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How long and how fast to train; checked when made.
+
+    The learning rate warms up linearly for ``warmup_steps`` and then follows a
+    cosine down to a tenth of its peak. ``seed`` fixes the initial weights and
+    the order of the batches.
+    """
+
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int = 64
+    learning_rate: float = 3e-3
+    warmup_steps: int = 30
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "seq_len"):
+            require_positive_int(getattr(self, name), name)
+        require_positive_float(self.learning_rate, "learning_rate")
+        require_positive_float(self.grad_clip, "grad_clip")
+        if self.warmup_steps < 0 or self.weight_decay < 0:
+            raise ValueError("warmup_steps and weight_decay must not be negative")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"`` (or None) picks CUDA when present, else the CPU; other names are checked."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"unknown device {device!r}; choose one of {DEVICE_CHOICES}"
+        ) from None
+    if resolved.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {device!r}; choose one of {DEVICE_CHOICES}")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {device!r} was asked for but this torch sees no CUDA GPU; "
+            "use --device cpu (or auto)"
+        )
+    if resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} is not available here; use cpu")
+    return resolved
+
+
+def _learning_rate(config: TrainConfig, step: int) -> float:
+    if step < config.warmup_steps:
+        return config.learning_rate * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(
+        1, config.steps - config.warmup_steps
+    )
+    # cosine from 1 to 0.1 of the peak
+    return config.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+def _loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(inputs)  # (B, T, V)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
+    )
+
+
+def train(
+    model: nn.Module,
+    batches: Batches,
+    config: TrainConfig,
+    *,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    description: str = "training",
+) -> list[float]:
+    """Train ``model`` in place with AdamW; return the loss (nats) of every step.
+
+    ``batches(generator)`` returns ``(inputs, targets)`` on the CPU; the
+    generator is seeded from ``config.seed``, so a run is repeatable. A tqdm
+    bar on stderr shows the progress unless ``progress=False``.
+    """
+    device = torch.device(device)
+    model.to(device).train()
+    optimiser = torch.optim.AdamW(
+        model.parameters(),
+        lr=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(0.9, 0.95),
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    losses: list[float] = []
+    bar = tqdm(
+        range(config.steps),
+        desc=description,
+        disable=not progress,
+        file=sys.stderr,
+        leave=False,
+        mininterval=1.0,
+    )
+    for step in bar:
+        for group in optimiser.param_groups:
+            group["lr"] = _learning_rate(config, step)
+        inputs, targets = batches(generator)
+        loss = _loss(model, inputs.to(device), targets.to(device))
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimiser.step()
+        losses.append(loss.item())
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    model.eval()
+    return losses
+
+
+@torch.no_grad()
+def bits_per_byte(
+    model: nn.Module,
+    data: torch.Tensor,
+    seq_len: int,
+    *,
+    num_targets: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Mean cross-entropy / ln 2 of predicting ``data[1 : N + 1]`` from windows of ``seq_len``.
+
+    The stream is cut into consecutive windows: window ``w`` reads
+    ``data[w T : (w + 1) T]`` and predicts the bytes one further on. ``N`` is
+    ``num_targets`` (default: as many whole windows as fit) and must be a
+    multiple of ``seq_len``.
+    """
+    require_positive_int(seq_len, "seq_len")
+    available = (data.numel() - 1) // seq_len * seq_len
+    n = available if num_targets is None else num_targets
+    if n <= 0 or n % seq_len or n > available:
+        raise ValueError(
+            f"num_targets={n} must be a positive multiple of seq_len={seq_len} and at "
+            f"most {available} (the bytes available)"
+        )
+    device = torch.device(device)
+    model.to(device).eval()
+    inputs = data[:n].long().view(-1, seq_len)  # (W, T)
+    targets = data[1 : n + 1].long().view(-1, seq_len)
+    total = 0.0
+    for start in range(0, inputs.shape[0], batch_size):
+        x = inputs[start : start + batch_size].to(device)
+        y = targets[start : start + batch_size].to(device)
+        logits = model(x).float()
+        total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+    return total / n / math.log(2)
+
+
+def length_bits_per_byte(
+    model: nn.Module,
+    data: torch.Tensor,
+    lengths: Iterable[int],
+    *,
+    num_targets: int,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> dict[int, dict]:
+    """Bits per byte at each length on the same ``num_targets`` validation targets.
+
+    Returns ``{length: {"bpb": float | None, "note": str | None}}``; a length the
+    model rejects (its ``check_length`` raises ``ValueError``) gets
+    ``bpb=None`` and the error as the note.
+    """
+    results = {}
+    for length in lengths:
+        check = getattr(model, "check_length", None)
+        try:
+            if check is not None:
+                check(length)
+        except ValueError as error:
+            results[length] = {"bpb": None, "note": str(error)}
+            continue
+        bpb = bits_per_byte(
+            model,
+            data,
+            length,
+            num_targets=num_targets,
+            batch_size=max(1, batch_size * min(lengths) // length),
+            device=device,
+        )
+        results[length] = {"bpb": bpb, "note": None}
+    return results
+
+
+@torch.no_grad()
+def lookback_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    *,
+    seed: int = 1234,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Fraction of the scored targets (not ``IGNORE_INDEX``) the model gets right."""
+    device = torch.device(device)
+    model.to(device).eval()
+    inputs, targets = batches(torch.Generator().manual_seed(seed))
+    predictions = model(inputs.to(device)).argmax(-1).cpu()
+    scored = targets != IGNORE_INDEX
+    return (predictions[scored] == targets[scored]).float().mean().item()
