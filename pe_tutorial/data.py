@@ -225,9 +225,7 @@ def lookback_batch(
         raise ValueError(
             f"lookback={lookback} leaves nothing to predict in {seq_len} positions"
         )
-    inputs = torch.randint(
-        0, num_symbols, (batch_size, seq_len), generator=generator
-    )
+    inputs = torch.randint(0, num_symbols, (batch_size, seq_len), generator=generator)
     targets = torch.full_like(inputs, IGNORE_INDEX)
     targets[:, lookback:] = inputs[:, :-lookback]
     return inputs, targets

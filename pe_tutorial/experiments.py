@@ -118,7 +118,8 @@ PRESETS: dict[str, Preset] = {
     "full": Preset(
         name="full",
         model={"d_model": 128, "num_heads": 8, "num_layers": 4},
-        train=TrainConfig(steps=2000, batch_size=32, seq_len=128, warmup_steps=100),
+        # sized by estimate for a T4-class GPU (about 10 minutes); not yet run on one
+        train=TrainConfig(steps=1000, batch_size=32, seq_len=128, warmup_steps=100),
         seeds=(0, 1, 2),
         eval_windows=64,
         train_bytes=20_000_000,

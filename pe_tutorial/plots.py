@@ -60,3 +60,53 @@ def line_plot(
         ax.legend()
     ax.grid(alpha=0.3)
     return ax
+
+
+def length_curves(
+    entries: list[dict],
+    *,
+    labels: list[str],
+    train_length: int,
+    title: str,
+    ylabel: str = "bits per byte",
+    ax=None,
+):
+    """Mean (and seed spread as error bars) of each entry's ``summary`` over the lengths (chapter 9).
+
+    ``entries`` are result entries of ``pe_tutorial.experiments``; lengths a
+    variant could not run are left out of its curve. The training length is
+    marked, and the legend sits outside the axes, right of the data.
+    """
+    if len(entries) != len(labels):
+        raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.5))
+    markers = "osD^vP*Xh<>"
+    for i, (entry, label) in enumerate(zip(entries, labels)):
+        points = [
+            (int(n), stats["mean"], stats["std"])
+            for n, stats in entry["summary"].items()
+            if stats is not None
+        ]
+        if not points:
+            continue
+        n, mean, std = zip(*points)
+        ax.errorbar(
+            n, mean, yerr=std, marker=markers[i % len(markers)], capsize=3, label=label
+        )
+    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
+    ax.annotate(
+        "training length",
+        (train_length, 1),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -14),
+        textcoords="offset points",
+        color="0.4",
+    )
+    ax.set_xscale("log", base=2)
+    lengths = sorted({int(n) for e in entries for n in e["summary"]})
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.set(title=title, xlabel="evaluation length (bytes)", ylabel=ylabel)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(alpha=0.3)
+    return ax

@@ -72,8 +72,10 @@ def _check_arguments(method, factor, original_max_positions) -> None:
 
 def _yarn(dim, base, factor, original, beta_fast, beta_slow):
     def correction_dim(rotations: float) -> float:
-        # the channel index 2i whose pair turns `rotations` times within `original`
-        return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+        # the pair i that turns `rotations` times in `original` positions:
+        # original * base^(-2i/dim) = 2 pi rotations, solved for i
+        turns = original / (rotations * 2 * math.pi)
+        return dim * math.log(turns) / (2 * math.log(base))
 
     low = max(math.floor(correction_dim(beta_fast)), 0)
     high = min(math.ceil(correction_dim(beta_slow)), dim - 1)
@@ -141,7 +143,11 @@ def scaled_rope_frequencies(
         if dim == 2:
             raise ValueError("dynamic NTK scaling needs head_dim > 2 (D / (D - 2))")
         original = original_max_positions
-        n = original if seq_len is None else max(require_positive_int(seq_len, "seq_len"), original)
+        n = (
+            original
+            if seq_len is None
+            else max(require_positive_int(seq_len, "seq_len"), original)
+        )
         scaled_base = base * (factor * n / original - (factor - 1)) ** (dim / (dim - 2))
         return _plain_frequencies(dim, scaled_base), 1.0
     if method == "yarn":

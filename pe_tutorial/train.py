@@ -96,14 +96,14 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 def _learning_rate(config: TrainConfig, step: int) -> float:
     if step < config.warmup_steps:
         return config.learning_rate * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(
-        1, config.steps - config.warmup_steps
-    )
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
     # cosine from 1 to 0.1 of the peak
     return config.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-def _loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def _loss(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
     logits = model(inputs)  # (B, T, V)
     return F.cross_entropy(
         logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
@@ -193,7 +193,9 @@ def bits_per_byte(
         x = inputs[start : start + batch_size].to(device)
         y = targets[start : start + batch_size].to(device)
         logits = model(x).float()
-        total += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+        total += F.cross_entropy(
+            logits.flatten(0, 1), y.flatten(), reduction="sum"
+        ).item()
     return total / n / math.log(2)
 
 

@@ -1,0 +1,141 @@
+"""The chapter 9 data: a deterministic, disjoint split by file, a fetched corpus, the look-back task."""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import pytest
+import torch
+
+from pe_tutorial.data import (
+    IGNORE_INDEX,
+    fetch_corpus,
+    lookback_batch,
+    random_windows,
+    split_bytes,
+    stdlib_corpus,
+    stdlib_files,
+)
+
+
+@pytest.fixture
+def fake_stdlib(tmp_path):
+    """A small library: 40 modules with distinct contents, one in site-packages."""
+    for i in range(40):
+        folder = tmp_path / ("pkg" if i % 3 == 0 else "")
+        folder.mkdir(exist_ok=True)
+        (folder / f"mod{i:02d}.py").write_bytes(f"# module {i}\nx = {i}\n".encode())
+    (tmp_path / "site-packages").mkdir()
+    (tmp_path / "site-packages" / "third_party.py").write_bytes(b"# not stdlib\n")
+    (tmp_path / "notes.txt").write_bytes(b"not python\n")
+    return tmp_path
+
+
+def modules_in(data: torch.Tensor) -> set[int]:
+    text = bytes(data.tolist()).decode()
+    return {int(line.split()[-1]) for line in text.splitlines() if line.startswith("#")}
+
+
+def test_split_is_by_path_hash_and_disjoint(fake_stdlib):
+    corpus = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    train, validation = modules_in(corpus.train), modules_in(corpus.validation)
+    assert train.isdisjoint(validation)
+    assert train | validation == set(range(40))
+    # the rule, spelled out: crc32 of the path relative to the root
+    for i in range(40):
+        name = ("pkg/" if i % 3 == 0 else "") + f"mod{i:02d}.py"
+        assert (i in validation) == (zlib.crc32(name.encode()) % 100 < 30)
+
+
+def test_split_is_deterministic(fake_stdlib):
+    first = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    second = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    assert torch.equal(first.train, second.train)
+    assert torch.equal(first.validation, second.validation)
+
+
+def test_site_packages_and_other_files_are_left_out(fake_stdlib):
+    names = {path.name for path in stdlib_files(fake_stdlib)}
+    assert "third_party.py" not in names and "notes.txt" not in names
+    assert len(names) == 40
+
+
+def test_a_byte_budget_reads_a_prefix_of_the_same_bytes(fake_stdlib):
+    full = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    small = stdlib_corpus(
+        root=fake_stdlib,
+        validation_percent=30,
+        max_train_bytes=50,
+        max_validation_bytes=20,
+    )
+    assert small.train.numel() == 50 and small.validation.numel() == 20
+    assert torch.equal(small.train, full.train[:50])
+    assert torch.equal(small.validation, full.validation[:20])
+
+
+def test_the_real_standard_library_is_there():
+    corpus = stdlib_corpus(max_train_bytes=100_000, max_validation_bytes=10_000)
+    assert corpus.train.dtype == torch.uint8
+    assert corpus.describe()["train_bytes"] == 100_000
+    assert "standard library" in corpus.source
+    assert b"def " in bytes(corpus.train[:20_000].tolist())
+
+
+def test_bad_split_arguments(fake_stdlib, tmp_path):
+    with pytest.raises(ValueError, match="validation_percent must be between 1 and 99"):
+        stdlib_corpus(root=fake_stdlib, validation_percent=0)
+    with pytest.raises(ValueError, match="no standard library folder"):
+        stdlib_files(tmp_path / "missing")
+
+
+def test_split_bytes_cuts_at_the_fraction():
+    corpus = split_bytes(bytes(range(100)), validation_fraction=0.2)
+    assert corpus.train.tolist() == list(range(80))
+    assert corpus.validation.tolist() == list(range(80, 100))
+    with pytest.raises(ValueError, match="too few"):
+        split_bytes(b"a", validation_fraction=0.5)
+
+
+def test_fetch_corpus_offline_from_a_local_file(tmp_path):
+    text = b"To be, or not to be, that is the question.\n" * 20
+    source = tmp_path / "tiny.txt"
+    source.write_bytes(text)
+    cache = tmp_path / "cache"
+    digest = hashlib.sha256(text).hexdigest()
+    corpus = fetch_corpus(source.as_uri(), cache_dir=cache, sha256=digest)
+    assert bytes(corpus.train.tolist()) + bytes(corpus.validation.tolist()) == text
+    assert len(list(cache.iterdir())) == 1
+    # the second call reads the cache, even once the source is gone
+    source.unlink()
+    again = fetch_corpus(source.as_uri(), cache_dir=cache)
+    assert torch.equal(again.train, corpus.train)
+    with pytest.raises(ValueError, match="expected sha256"):
+        fetch_corpus(source.as_uri(), cache_dir=cache, sha256="0" * 64)
+
+
+def test_fetch_corpus_without_a_network_points_to_the_offline_corpus(tmp_path):
+    missing = (tmp_path / "nowhere.txt").as_uri()
+    with pytest.raises(RuntimeError, match="stdlib_corpus"):
+        fetch_corpus(missing, cache_dir=tmp_path / "cache")
+
+
+def test_random_windows_targets_are_the_next_bytes():
+    data = torch.arange(200, dtype=torch.uint8)
+    inputs, targets = random_windows(data, 8, 16, torch.Generator().manual_seed(0))
+    assert inputs.shape == targets.shape == (8, 16)
+    assert torch.equal(targets, inputs + 1)
+    with pytest.raises(ValueError, match="cannot hold a window"):
+        random_windows(data[:10], 1, 16, torch.Generator())
+
+
+def test_lookback_targets_are_k_back():
+    inputs, targets = lookback_batch(
+        4, 20, torch.Generator().manual_seed(0), lookback=3, num_symbols=5
+    )
+    assert inputs.max() < 5
+    assert (targets[:, :3] == IGNORE_INDEX).all()
+    for t in range(3, 20):
+        assert torch.equal(targets[:, t], inputs[:, t - 3])
+    with pytest.raises(ValueError, match="leaves nothing to predict"):
+        lookback_batch(1, 3, torch.Generator(), lookback=3)

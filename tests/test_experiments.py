@@ -1,0 +1,180 @@
+"""The experiments runner on a tiny preset, its CLI, and the recorded results that ship with the package."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pe_tutorial import experiments
+from pe_tutorial.experiments import (
+    PRESETS,
+    load_results,
+    main,
+    results_path,
+    run_experiments,
+    summarise,
+)
+from pe_tutorial.model import SCHEMES
+from pe_tutorial.notebook import glue
+from pe_tutorial.train import TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = replace(
+    PRESETS["quick"],
+    name="tiny",
+    model={"d_model": 16, "num_heads": 2, "num_layers": 1},
+    train=TrainConfig(steps=3, batch_size=2, seq_len=16, warmup_steps=1),
+    seeds=(0, 1),
+    multiples=(1, 2),
+    eval_windows=2,
+    train_bytes=20_000,
+    validation_bytes=5_000,
+    schemes=("learned", "rope", "alibi"),
+    post_norm_schemes=("alibi",),
+    every_layer_schemes=("learned",),
+    extension_methods=("linear", "dynamic"),
+    finetune_methods=(None, "yarn"),
+    finetune_steps=2,
+    lookback={"seq_len": 8, "lookback": 2, "steps": 3, "num_symbols": 4},
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_results():
+    return run_experiments(TINY, device="cpu", progress=False)
+
+
+def test_tiny_preset_runs_every_experiment(tiny_results):
+    r = tiny_results
+    variants = [(e["scheme"], e["norm"], e["absolute"]) for e in r["language_model"]]
+    assert variants == [
+        ("learned", "pre", "input"),
+        ("rope", "pre", "input"),
+        ("alibi", "pre", "input"),
+        ("alibi", "post", "input"),
+        ("learned", "pre", "every_layer"),
+    ]
+    assert [(e["method"], e["stage"]) for e in r["rope_extension"]] == [
+        ("none", "zero-shot"),
+        ("linear", "zero-shot"),
+        ("dynamic", "zero-shot"),
+        ("none", "fine-tuned"),
+        ("yarn", "fine-tuned"),
+    ]
+    assert [e["scheme"] for e in r["lookback"]] == ["learned", "rope", "alibi"]
+    json.dumps(r)  # JSON-ready
+
+
+def test_a_learned_table_is_reported_as_null_with_a_note(tiny_results):
+    learned = tiny_results["language_model"][0]
+    for run in learned["runs"]:
+        assert run["bpb"]["16"] is not None
+        assert run["bpb"]["32"] is None
+        assert "cannot encode 32 positions" in run["notes"]["32"]
+    assert learned["summary"]["32"] is None
+    lookback = tiny_results["lookback"][0]
+    assert lookback["summary"]["16"] is None
+
+
+def test_summaries_are_mean_and_spread_of_the_seeds(tiny_results):
+    rope = tiny_results["language_model"][1]
+    values = [run["bpb"]["16"] for run in rope["runs"]]
+    stats = rope["summary"]["16"]
+    assert stats["n"] == 2
+    assert stats["mean"] == pytest.approx(sum(values) / 2)
+    assert stats["std"] == pytest.approx(abs(values[0] - values[1]) / 2**0.5)
+    # plain zero-shot RoPE is the trained model itself
+    plain = tiny_results["rope_extension"][0]["summary"]
+    assert plain["16"]["mean"] == pytest.approx(stats["mean"])
+
+
+def test_metadata_says_where_and_when(tiny_results):
+    meta = tiny_results["metadata"]
+    for key in ("date", "device", "device_name", "torch", "python", "wall_seconds"):
+        assert meta[key]
+    assert meta["corpus"]["train_bytes"] == 20_000
+    assert tiny_results["settings"]["lengths"] == [16, 32]
+
+
+def test_summarise_rows(tiny_results):
+    rows = summarise(tiny_results)
+    assert rows[0]["variant"] == "learned" and rows[0]["32"] == "n/a"
+    assert "±" in rows[1]["16"]
+    assert rows[3]["variant"] == "alibi (post-norm)"
+    assert rows[4]["variant"] == "learned (every layer)"
+    assert (
+        summarise(tiny_results, "rope_extension")[4]["variant"] == "yarn (fine-tuned)"
+    )
+    with pytest.raises(ValueError, match="unknown section"):
+        summarise(tiny_results, "nope")
+
+
+def test_cli_rejects_unknown_preset_and_device(capsys):
+    with pytest.raises(SystemExit):
+        main(["--preset", "huge"])
+    assert "choose one of ('quick', 'standard', 'full')" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--device", "tpu"])
+    assert "unknown device 'tpu'" in capsys.readouterr().err
+
+
+def test_cli_writes_json_and_records(tmp_path, monkeypatch):
+    recorded = tmp_path / "recorded.json"
+    monkeypatch.setitem(experiments.PRESETS, "quick", TINY)
+    monkeypatch.setattr(experiments, "results_path", lambda preset: recorded)
+    out = tmp_path / "out.json"
+    assert (
+        main(["--preset", "quick", "--json", str(out), "--record", "--no-progress"])
+        == 0
+    )
+    assert json.loads(out.read_text())["preset"] == "tiny"
+    assert recorded.read_text() == out.read_text()
+
+
+def test_the_recorded_standard_run_ships_with_the_package():
+    results = load_results("standard")
+    assert results is not None, (
+        "record it: python -m pe_tutorial.experiments --preset standard --record"
+    )
+    assert results_path("standard").is_file()
+    assert results["preset"] == "standard"
+    assert len(results["settings"]["seeds"]) >= 3
+    assert {e["scheme"] for e in results["language_model"]} == set(SCHEMES)
+    assert results["metadata"]["device_name"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    package_data = pyproject["tool"]["setuptools"]["package-data"]["pe_tutorial"]
+    assert "results/*.json" in package_data
+
+
+def test_unknown_preset_in_the_api():
+    with pytest.raises(ValueError, match="unknown preset 'huge'"):
+        load_results("huge")
+
+
+def test_glue_without_myst_nb_runs_and_can_display(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab
+    glue("quiet", 1.5)
+    assert capsys.readouterr().out == ""
+    glue("shown", 2.5, display=True)
+    assert "2.5" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="non-empty name"):
+        glue("", 1)
+
+
+def test_glue_with_myst_nb_hands_the_value_over(monkeypatch):
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("myst_nb")
+    fake.glue = lambda name, value, display=True: calls.append((name, value, display))
+    monkeypatch.setitem(sys.modules, "myst_nb", fake)
+    glue("x", 3)
+    assert calls == [("x", 3, False)]

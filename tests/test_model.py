@@ -1,0 +1,182 @@
+"""The byte Transformer: its wiring against a hand-written forward pass, training, lengths, switches."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from pe_tutorial.absolute import LearnedPositionalEmbedding, sinusoidal_at
+from pe_tutorial.data import random_windows
+from pe_tutorial.model import SCHEMES, ByteTransformer, ModelConfig
+from pe_tutorial.position_scheme import NoPositionScheme
+from pe_tutorial.rope import RotaryEmbedding
+from pe_tutorial.rope_scaling import RopeScaling
+from pe_tutorial.schemes import AbsoluteScheme
+from pe_tutorial.train import TrainConfig, train
+
+SMALL = {"d_model": 32, "num_heads": 4, "num_layers": 2, "max_positions": 16}
+
+
+def small(scheme: str, **switches) -> ByteTransformer:
+    torch.manual_seed(0)
+    return ByteTransformer(ModelConfig(scheme=scheme, **SMALL, **switches))
+
+
+def hand_forward(model: ByteTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """The forward pass written out from the model's parts, one formula per line."""
+    c = model.config
+    T = tokens.shape[1]
+    x = model.embed.weight[tokens]  # (B, T, d)
+    if c.scheme == "sinusoidal":
+        x = x * math.sqrt(c.d_model)
+    if c.scheme in ("learned", "sinusoidal") and c.absolute == "input":
+        if c.scheme == "learned":
+            x = x + model.input_table.weight[:T]
+        else:
+            x = x + sinusoidal_at(torch.arange(T), c.d_model)
+    for block in model.blocks:
+        attn, mlp = block.attention, block.mlp
+        ln1, ln2 = block.norm1, block.norm2
+        if c.norm == "pre":
+            x = x + attn(ln1(x))
+            x = x + mlp(ln2(x))
+        else:
+            x = ln1(x + attn(x))
+            x = ln2(x + mlp(x))
+    if c.norm == "pre":
+        x = model.final_norm(x)
+    return x @ model.embed.weight.T  # tied output layer
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_forward_matches_the_hand_written_pass(scheme, norm):
+    model = small(scheme, norm=norm)
+    tokens = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
+    logits = model(tokens)
+    assert logits.shape == (2, 12, 256)
+    torch.testing.assert_close(
+        logits, hand_forward(model, tokens), rtol=1e-5, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal"])
+def test_absolute_table_at_the_input_or_in_every_layer(scheme):
+    at_input = small(scheme)
+    assert at_input.input_table is not None
+    assert all(
+        isinstance(b.attention.scheme, NoPositionScheme) for b in at_input.blocks
+    )
+    every = small(scheme, absolute="every_layer")
+    assert every.input_table is None
+    schemes = [b.attention.scheme for b in every.blocks]
+    assert all(isinstance(s, AbsoluteScheme) for s in schemes)
+    # one table, shared by the layers
+    assert schemes[0].encoding is schemes[1].encoding
+    tokens = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(
+        every(tokens), hand_forward(every, tokens), rtol=1e-5, atol=1e-5
+    )
+
+
+def test_every_layer_adds_the_table_to_each_attention_input():
+    """With the table in every layer, each attention sees x + PE (checked by hand)."""
+    model = small("learned", absolute="every_layer")
+    block = model.blocks[0]
+    x = torch.randn(1, 10, 32)
+    table = model.blocks[0].attention.scheme.encoding.weight[:10]
+    attn = block.attention
+    B, T, d = x.shape
+    q, k, v = (attn.qkv(x + table)).chunk(3, dim=-1)
+
+    def heads(t):
+        return t.view(B, T, 4, 8).transpose(1, 2)
+
+    y = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), is_causal=True)
+    expected = attn.out(y.transpose(1, 2).reshape(B, T, d))
+    torch.testing.assert_close(attn(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "scheme, switches",
+    [(s, {}) for s in SCHEMES]
+    + [("rope", {"norm": "post"}), ("learned", {"absolute": "every_layer"})],
+)
+def test_training_lowers_the_loss(scheme, switches):
+    text = torch.tensor(list(b"the quick brown fox jumps over the lazy dog. " * 40))
+    model = small(scheme, **switches)
+    config = TrainConfig(steps=40, batch_size=8, seq_len=16, warmup_steps=5, seed=0)
+    losses = train(
+        model,
+        functools.partial(random_windows, text, config.batch_size, config.seq_len),
+        config,
+        progress=False,
+    )
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < 0.7 * first, (scheme, first, last)
+
+
+def test_the_same_seed_gives_the_same_numbers():
+    text = torch.tensor(list(b"abcdefghij" * 50))
+    config = TrainConfig(steps=10, batch_size=4, seq_len=8, warmup_steps=2, seed=3)
+
+    def run():
+        model = small("alibi")
+        batches = functools.partial(random_windows, text, 4, 8)
+        return train(model, batches, config, progress=False), model.embed.weight
+
+    (losses1, w1), (losses2, w2) = run(), run()
+    assert losses1 == losses2
+    assert torch.equal(w1, w2)
+
+
+@pytest.mark.parametrize("scheme", [s for s in SCHEMES if s != "learned"])
+def test_every_scheme_but_a_learned_table_reads_past_its_training_length(scheme):
+    model = small(scheme)
+    tokens = torch.randint(0, 256, (1, 4 * SMALL["max_positions"]))
+    model.check_length(tokens.shape[1])
+    assert torch.isfinite(model(tokens)).all()
+
+
+def test_a_learned_table_refuses_positions_past_its_end():
+    model = small("learned")
+    model(torch.zeros(1, 16, dtype=torch.long))
+    with pytest.raises(ValueError, match="learned position table of 16 rows cannot"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    assert isinstance(model.input_table, LearnedPositionalEmbedding)
+
+
+def test_set_rope_scaling_replaces_the_shared_rotary_embedding():
+    model = small("rope")
+    tokens = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(0))
+    before = model(tokens)
+    model.set_rope_scaling(RopeScaling("linear", factor=1.0))
+    torch.testing.assert_close(model(tokens), before)
+    model.set_rope_scaling(RopeScaling("linear", factor=2.0))
+    encodings = {id(b.attention.scheme.encoding) for b in model.blocks}
+    assert len(encodings) == 1
+    rotary = model.blocks[0].attention.scheme.encoding
+    assert isinstance(rotary, RotaryEmbedding) and rotary.scaling.factor == 2.0
+    assert model.config.rope_scaling.method == "linear"
+    assert not torch.allclose(model(tokens), before)
+    with pytest.raises(ValueError, match="needs a RoPE model"):
+        small("alibi").set_rope_scaling(None)
+
+
+def test_bad_configurations_say_what_is_wrong():
+    with pytest.raises(ValueError, match="unknown scheme 'xpos'; choose one of"):
+        ModelConfig(scheme="xpos")
+    with pytest.raises(ValueError, match="unknown norm 'mid'"):
+        ModelConfig(norm="mid")
+    with pytest.raises(ValueError, match="not divisible"):
+        ModelConfig(d_model=30, num_heads=4)
+    with pytest.raises(ValueError, match="num_heads must be a positive integer"):
+        ModelConfig(num_heads=0)
+    with pytest.raises(ValueError, match="rope_scaling applies to scheme='rope' only"):
+        ModelConfig(scheme="alibi", rope_scaling=RopeScaling("linear", factor=2.0))
+    with pytest.raises(ValueError, match="integer tensor of shape"):
+        small("nope")(torch.zeros(2, 3))

@@ -1,0 +1,277 @@
+"""RoPE context extension against Hugging Face's values, the papers' closed forms and plain RoPE."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pe_tutorial.rope import RotaryEmbedding, rope_frequencies
+from pe_tutorial.rope_scaling import (
+    SCALING_METHODS,
+    RopeScaling,
+    scaled_rope_frequencies,
+)
+from pe_tutorial.schemes import RotaryScheme
+
+FAST = settings(max_examples=30, deadline=None)
+HF = json.loads(
+    (Path(__file__).parent / "fixtures" / "hf_rope_scaling.json").read_text()
+)
+
+
+@pytest.mark.parametrize(
+    "case", HF["cases"], ids=lambda c: f"{c['rope_type']}-{c['head_dim']}"
+)
+def test_matches_transformers(case):
+    """The values transformers' ROPE_INIT_FUNCTIONS gave (fixture written by make_hf_rope_scaling.py)."""
+    parameters = dict(case["parameters"])
+    factor = parameters.pop("factor")
+    original = parameters.pop(
+        "original_max_position_embeddings", case["max_position_embeddings"]
+    )
+    inv_freq, scale = scaled_rope_frequencies(
+        case["head_dim"],
+        case["rope_type"],
+        factor=factor,
+        base=case["base"],
+        original_max_positions=original,
+        seq_len=case["seq_len"],
+        **parameters,
+    )
+    expected = torch.tensor(case["inv_freq"], dtype=torch.float64)
+    torch.testing.assert_close(inv_freq.double(), expected, rtol=1e-6, atol=0)
+    assert scale == pytest.approx(case["attention_factor"], rel=1e-12)
+
+
+def plain(head_dim, base):
+    return rope_frequencies(head_dim, base=base).double()
+
+
+@FAST
+@given(
+    half=st.integers(2, 64),
+    base=st.sampled_from([100.0, 10000.0, 500000.0]),
+    method=st.sampled_from(SCALING_METHODS),
+    original=st.integers(8, 8192),
+)
+def test_factor_one_is_plain_rope(half, base, method, original):
+    inv_freq, scale = scaled_rope_frequencies(
+        2 * half, method, factor=1.0, base=base, original_max_positions=original
+    )
+    torch.testing.assert_close(
+        inv_freq.double(), plain(2 * half, base), rtol=1e-6, atol=0
+    )
+    assert scale == 1.0
+
+
+@FAST
+@given(
+    half=st.integers(2, 64),
+    factor=st.floats(1.0, 64.0),
+    original=st.integers(8, 4096),
+    fraction=st.floats(0.01, 1.0),
+)
+def test_dynamic_is_plain_up_to_the_original_length(half, factor, original, fraction):
+    seq_len = max(1, int(fraction * original))
+    inv_freq, _ = scaled_rope_frequencies(
+        2 * half,
+        "dynamic",
+        factor=factor,
+        original_max_positions=original,
+        seq_len=seq_len,
+    )
+    torch.testing.assert_close(
+        inv_freq.double(), plain(2 * half, 10000.0), rtol=1e-6, atol=0
+    )
+
+
+def test_dynamic_grows_the_base_past_the_original_length():
+    # base' = base (s n / L - (s - 1))^(D / (D - 2)); the slowest pair turns
+    # base'^(-(D - 2) / D) = base^(-(D - 2)/D) / (s n / L - s + 1)
+    D, L, s, n = 32, 100, 2.0, 300
+    inv_freq, _ = scaled_rope_frequencies(
+        D, "dynamic", factor=s, original_max_positions=L, seq_len=n
+    )
+    slowest = 10000.0 ** (-(D - 2) / D) / (s * n / L - s + 1)
+    assert inv_freq[-1].item() == pytest.approx(slowest, rel=1e-5)
+    assert inv_freq[0].item() == pytest.approx(1.0)
+
+
+@FAST
+@given(half=st.integers(2, 64), factor=st.floats(1.0, 100.0))
+def test_ntk_keeps_the_fastest_pair_and_divides_the_slowest(half, factor):
+    # base * s^(D/(D-2)): theta_0 = 1 always; theta_{D/2-1} = base^(-(D-2)/D) / s
+    D = 2 * half
+    inv_freq, _ = scaled_rope_frequencies(D, "ntk", factor=factor)
+    assert inv_freq[0].item() == pytest.approx(1.0)
+    expected = 10000.0 ** (-(D - 2) / D) / factor
+    assert inv_freq[-1].item() == pytest.approx(expected, rel=1e-4)
+
+
+@FAST
+@given(half=st.integers(1, 64), factor=st.floats(1.0, 100.0))
+def test_linear_divides_every_frequency(half, factor):
+    inv_freq, _ = scaled_rope_frequencies(2 * half, "linear", factor=factor)
+    torch.testing.assert_close(
+        inv_freq.double(), plain(2 * half, 10000.0) / factor, rtol=1e-6, atol=0
+    )
+
+
+def test_yarn_by_rotation_counts():
+    """YaRN (Peng et al. 2023, eq. 18-20): pairs turning > beta_fast times within L keep
+    theta, pairs turning < beta_slow times get theta / s, and the scale is 0.1 ln s + 1."""
+    D, L, s, base = 64, 4096, 8.0, 10000.0
+    inv_freq, scale = scaled_rope_frequencies(
+        D, "yarn", factor=s, original_max_positions=L
+    )
+    assert scale == pytest.approx(0.1 * math.log(s) + 1)
+    theta = plain(D, base)
+    checked = 0
+    for i in range(D // 2):
+        rotations = L * theta[i].item() / (2 * math.pi)
+        if rotations > 32 * 1.5:  # well inside the extrapolated band
+            assert inv_freq[i].item() == pytest.approx(theta[i].item(), rel=1e-6)
+            checked += 1
+        elif rotations < 1 / 1.5:  # well inside the interpolated band
+            assert inv_freq[i].item() == pytest.approx(theta[i].item() / s, rel=1e-6)
+            checked += 1
+        else:
+            lo, hi = theta[i].item() / s, theta[i].item()
+            assert lo * (1 - 1e-6) <= inv_freq[i].item() <= hi * (1 + 1e-6)
+    assert checked >= D // 4
+
+
+def test_llama3_by_wavelength():
+    """Llama 3.1: wavelengths below L/high keep theta, above L/low get theta / s."""
+    D, L, s, base = 128, 8192, 8.0, 500000.0
+    inv_freq, scale = scaled_rope_frequencies(
+        D, "llama3", factor=s, base=base, original_max_positions=L
+    )
+    assert scale == 1.0
+    theta = plain(D, base)
+    for i in range(D // 2):
+        wavelength = 2 * math.pi / theta[i].item()
+        if wavelength < L / 4:
+            assert inv_freq[i].item() == pytest.approx(theta[i].item(), rel=1e-6)
+        elif wavelength > L / 1:
+            assert inv_freq[i].item() == pytest.approx(theta[i].item() / s, rel=1e-6)
+        else:
+            # smooth = (L / wavelength - 1) / 3 blends theta / s and theta
+            smooth = (L / wavelength - 1) / 3
+            blend = (1 - smooth) * theta[i].item() / s + smooth * theta[i].item()
+            assert inv_freq[i].item() == pytest.approx(blend, rel=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+
+
+def test_unknown_method_lists_the_valid_ones():
+    with pytest.raises(
+        ValueError, match="choose one of .*linear.*ntk.*dynamic.*yarn.*llama3"
+    ):
+        scaled_rope_frequencies(16, "longrope", factor=2.0)
+
+
+def test_factor_below_one_is_rejected():
+    with pytest.raises(ValueError, match="factor=0.5 is below 1"):
+        scaled_rope_frequencies(16, "linear", factor=0.5)
+    with pytest.raises(ValueError, match="factor=0.5 is below 1"):
+        RopeScaling("linear", factor=0.5)
+
+
+@pytest.mark.parametrize("method", ["dynamic", "yarn", "llama3"])
+def test_methods_that_need_the_trained_length_say_so(method):
+    with pytest.raises(ValueError, match="needs original_max_positions"):
+        scaled_rope_frequencies(16, method, factor=2.0)
+
+
+def test_rotary_embedding_rejects_a_dict_as_scaling():
+    with pytest.raises(ValueError, match="scaling must be a RopeScaling"):
+        RotaryEmbedding(16, scaling={"method": "linear", "factor": 2.0})
+
+
+# ---------------------------------------------------------------------------
+# the module
+# ---------------------------------------------------------------------------
+
+
+@FAST
+@given(
+    factor=st.integers(1, 8),
+    positions=st.lists(st.integers(0, 500), min_size=1, max_size=20),
+)
+def test_interpolated_positions_equal_scaled_positions(factor, positions):
+    """Position interpolation at factor s rotates position s p exactly as plain RoPE rotates p."""
+    torch.manual_seed(0)
+    x = torch.randn(len(positions), 16)
+    p = torch.tensor(positions)
+    scaled = RotaryEmbedding(16, scaling=RopeScaling("linear", factor=float(factor)))
+    plain_rope = RotaryEmbedding(16)
+    torch.testing.assert_close(
+        scaled(x, p * factor), plain_rope(x, p), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_attention_scale_multiplies_the_logits_squared():
+    torch.manual_seed(0)
+    q, k = torch.randn(6, 32), torch.randn(6, 32)
+    yarn = RopeScaling("yarn", factor=4.0, original_max_positions=16)
+    inv_freq, scale = yarn.frequencies(32, base=10000.0)
+    module = RotaryEmbedding(32, scaling=yarn)
+    positions = torch.arange(6)
+    # rotate by hand with the scaled frequencies, then compare the logits
+    angles = positions[:, None].float() * inv_freq
+
+    def rotate(x):
+        x1, x2 = x[:, :16], x[:, 16:]
+        c, s = angles.cos(), angles.sin()
+        return torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+
+    logits = module(q, positions) @ module(k, positions).T
+    expected = scale**2 * (rotate(q) @ rotate(k).T)
+    torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_dynamic_module_follows_the_sequence_length():
+    dynamic = RopeScaling("dynamic", factor=2.0, original_max_positions=8)
+    module = RotaryEmbedding(16, scaling=dynamic)
+    plain_module = RotaryEmbedding(16)
+    torch.manual_seed(0)
+    short, long_ = torch.randn(8, 16), torch.randn(20, 16)
+    # at or below the trained length: plain RoPE
+    torch.testing.assert_close(module(short), plain_module(short))
+    # past it: the frequencies of seq_len = 20
+    inv_freq, _ = scaled_rope_frequencies(
+        16, "dynamic", factor=2.0, original_max_positions=8, seq_len=20
+    )
+    angles = torch.arange(20)[:, None].float() * inv_freq
+    x1, x2 = long_[:, :8], long_[:, 8:]
+    c, s = angles.cos(), angles.sin()
+    expected = torch.cat((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1)
+    torch.testing.assert_close(module(long_), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_scaled_module_survives_a_cast_and_reports_its_scaling():
+    module = RotaryEmbedding(16, scaling=RopeScaling("linear", factor=2.0)).half()
+    assert module.inv_freq.dtype == torch.float32
+    torch.testing.assert_close(module.inv_freq, rope_frequencies(16) / 2)
+    assert "linear" in repr(module)
+
+
+def test_rotary_scheme_uses_the_scaling():
+    scaling = RopeScaling("linear", factor=2.0)
+    scheme = RotaryScheme(RotaryEmbedding(16, scaling=scaling))
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 4, 16)
+    rotated_q, _ = scheme.rotate(q, q)
+    # at factor 2, position 2 is rotated like plain position 1
+    expected = RotaryEmbedding(16)(q[:, :, 2:3], torch.tensor([1]))
+    torch.testing.assert_close(rotated_q[:, :, 2:3], expected, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,137 @@
+"""Bits per byte on constructed models, evaluation across lengths, devices and configs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from pe_tutorial.data import IGNORE_INDEX
+from pe_tutorial.model import ByteTransformer, ModelConfig
+from pe_tutorial.train import (
+    TrainConfig,
+    bits_per_byte,
+    length_bits_per_byte,
+    lookback_accuracy,
+    resolve_device,
+)
+
+
+class Uniform(nn.Module):
+    def forward(self, tokens):
+        return torch.zeros(*tokens.shape, 256)
+
+
+class NextByteHalf(nn.Module):
+    """Puts probability 1/2 on ``token + 1`` and spreads the rest evenly."""
+
+    def forward(self, tokens):
+        probs = torch.full((*tokens.shape, 256), 0.5 / 255)
+        probs.scatter_(-1, ((tokens + 1) % 256)[..., None], 0.5)
+        return probs.log()
+
+
+class Bigram(nn.Module):
+    """A fixed random table of logits indexed by the current byte only (no context)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
+
+    def forward(self, tokens):
+        return self.table[tokens]
+
+
+def test_a_uniform_model_scores_exactly_eight_bits():
+    data = torch.randint(0, 256, (1025,), dtype=torch.uint8)
+    # ln(256) / ln(2) = 8, up to float32 rounding of the log-softmax
+    assert bits_per_byte(Uniform(), data, 64) == pytest.approx(8.0, abs=1e-5)
+
+
+def test_half_on_the_right_byte():
+    # p = 1/2 on every target: -log2(1/2) = 1 bit per byte
+    data = (torch.arange(1 + 64 * 8) % 256).to(torch.uint8)
+    assert bits_per_byte(NextByteHalf(), data, 64) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_bits_per_byte_is_cross_entropy_over_ln2_by_hand():
+    data = torch.randint(
+        0, 256, (1 + 32 * 3,), generator=torch.Generator().manual_seed(2)
+    )
+    data = data.to(torch.uint8)
+    model = Bigram()
+    total = 0.0
+    for t in range(96):
+        logits = model.table[int(data[t])]
+        total -= torch.log_softmax(logits, -1)[int(data[t + 1])].item()
+    assert bits_per_byte(model, data, 32) == pytest.approx(
+        total / 96 / math.log(2), rel=1e-6
+    )
+
+
+def test_every_length_scores_the_same_targets():
+    """A model without context gives the same bpb at every length only if the targets agree."""
+    data = torch.randint(0, 256, (1 + 512,), generator=torch.Generator().manual_seed(3))
+    results = length_bits_per_byte(
+        Bigram(), data.to(torch.uint8), [32, 64, 128, 256], num_targets=512
+    )
+    values = [r["bpb"] for r in results.values()]
+    assert max(values) - min(values) < 1e-5
+
+
+def test_a_length_the_model_cannot_read_is_reported_not_raised():
+    torch.manual_seed(0)
+    model = ByteTransformer(
+        ModelConfig(
+            scheme="learned", d_model=16, num_heads=2, num_layers=1, max_positions=32
+        )
+    )
+    data = torch.randint(0, 256, (1 + 256,), dtype=torch.uint8)
+    results = length_bits_per_byte(model, data, [32, 64], num_targets=256)
+    assert results[32]["bpb"] is not None and results[32]["note"] is None
+    assert results[64]["bpb"] is None
+    assert "learned position table of 32 rows" in results[64]["note"]
+
+
+def test_num_targets_must_fit_the_windows():
+    data = torch.zeros(100, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="multiple of seq_len=32"):
+        bits_per_byte(Uniform(), data, 32, num_targets=40)
+    with pytest.raises(ValueError, match="at most 96"):
+        bits_per_byte(Uniform(), data, 32, num_targets=128)
+
+
+def test_lookback_accuracy_of_an_oracle_and_of_a_guess():
+    class Oracle(nn.Module):
+        def forward(self, tokens):
+            logits = torch.zeros(*tokens.shape, 256)
+            logits[:, 2:].scatter_(-1, tokens[:, :-2, None], 1.0)
+            return logits
+
+    def batches(generator):
+        inputs = torch.randint(0, 8, (4, 20), generator=generator)
+        targets = torch.full_like(inputs, IGNORE_INDEX)
+        targets[:, 2:] = inputs[:, :-2]
+        return inputs, targets
+
+    assert lookback_accuracy(Oracle(), batches) == 1.0
+    assert lookback_accuracy(Uniform(), batches) < 0.5
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type in ("cpu", "cuda")
+    with pytest.raises(ValueError, match="unknown device 'tpu'; choose one of"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA GPU"):
+            resolve_device("cuda")
+
+
+def test_train_config_is_checked():
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        TrainConfig(steps=0)
+    with pytest.raises(ValueError, match="learning_rate must be a positive"):
+        TrainConfig(learning_rate=-1.0)
