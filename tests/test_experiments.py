@@ -178,3 +178,9 @@ def test_glue_with_myst_nb_hands_the_value_over(monkeypatch):
     monkeypatch.setitem(sys.modules, "myst_nb", fake)
     glue("x", 3)
     assert calls == [("x", 3, False)]
+
+
+def test_summary_of_one_seed_has_no_spread_and_a_missing_value_gives_none():
+    assert experiments._summary([3.5]) == {"mean": 3.5, "std": 0.0, "n": 1}
+    assert experiments._summary([1.0, None]) is None
+    assert experiments._summary([]) is None
