@@ -69,6 +69,7 @@ def length_curves(
     train_length: int,
     title: str,
     ylabel: str = "bits per byte",
+    xlabel: str = "evaluation length (bytes)",
     ax=None,
 ):
     """Mean (and seed spread as error bars) of each entry's ``summary`` over the lengths (chapter 9).
@@ -106,7 +107,7 @@ def length_curves(
     ax.set_xscale("log", base=2)
     lengths = sorted({int(n) for e in entries for n in e["summary"]})
     ax.set_xticks(lengths, [str(n) for n in lengths])
-    ax.set(title=title, xlabel="evaluation length (bytes)", ylabel=ylabel)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(alpha=0.3)
     return ax
