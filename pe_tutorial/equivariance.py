@@ -17,7 +17,7 @@ from torch import nn
 from ._validation import require_positive_int
 from .attention import dot_product_attention
 
-__all__ = ["SelfAttention", "WordEmbedder", "equivariance_gap"]
+__all__ = ["SelfAttention", "WordEmbedder", "equivariance_gap", "to_torch_multihead"]
 
 
 class SelfAttention(nn.Module):
@@ -75,6 +75,24 @@ class WordEmbedder:
         if not words:
             return torch.empty(0, self.dim)
         return torch.stack([self.vector(word) for word in words])
+
+
+def to_torch_multihead(attention: SelfAttention) -> nn.MultiheadAttention:
+    """The same head as PyTorch's own layer: a one-head ``nn.MultiheadAttention`` (chapter 1).
+
+    ``nn.Linear`` computes ``x W^T``, so the in-projection holds ``W_q^T``,
+    ``W_k^T`` and ``W_v^T`` stacked, with no biases; the output projection is
+    the identity. ``batch_first=True``, so ``layer(x, x, x)[0]`` takes and
+    returns ``(batch, seq, d_model)`` and equals ``attention(x)``.
+    """
+    d_model = attention.w_q.shape[0]
+    layer = nn.MultiheadAttention(d_model, num_heads=1, bias=False, batch_first=True)
+    with torch.no_grad():
+        layer.in_proj_weight.copy_(
+            torch.cat([attention.w_q.T, attention.w_k.T, attention.w_v.T], dim=0)
+        )
+        layer.out_proj.weight.copy_(torch.eye(d_model))
+    return layer
 
 
 def equivariance_gap(

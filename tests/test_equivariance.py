@@ -67,3 +67,20 @@ def test_word_embedder_gives_a_word_one_vector_whatever_the_order():
 def test_word_embedder_rejects_what_is_not_a_list_of_words(words):
     with pytest.raises(ValueError, match="list of words|non-empty strings"):
         WordEmbedder(4)(words)
+
+
+def test_torch_multihead_with_the_same_weights_computes_the_same_head():
+    from pe_tutorial.equivariance import to_torch_multihead
+
+    attention = SelfAttention(8, seed=3)
+    layer = to_torch_multihead(attention)
+    x = torch.randn(2, 7, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch_out, _ = layer(x, x, x)
+        # by hand: softmax(x Wq (x Wk)^T / sqrt(8)) x Wv
+        q, k, v = x @ attention.w_q, x @ attention.w_k, x @ attention.w_v
+        expected = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, dim=-1) @ v
+    torch.testing.assert_close(torch_out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch_out, attention(x).detach(), rtol=1e-5, atol=1e-5)
+    perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
+    assert equivariance_gap(lambda t: layer(t, t, t)[0], x, perm) < 1e-5
