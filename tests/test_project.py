@@ -235,3 +235,18 @@ def test_notebook_code_fits_the_page(path):
         if cell["cell_type"] == "code":
             for line in cell_text(cell).splitlines():
                 assert len(line) <= 88, f"{path.name} cell {index}: {line!r}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_figure_has_a_numbered_caption(path):
+    """A cell that shows a figure carries MyST-NB figure metadata: a name and a caption."""
+    names = []
+    for index, cell in enumerate(read_notebook(path)["cells"]):
+        if cell["cell_type"] == "code" and "plt.show()" in cell_text(cell):
+            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+            assert figure.get("caption") and figure.get("name"), (
+                f"{path.name} cell {index} shows a figure without a numbered caption; "
+                'add metadata {"mystnb": {"figure": {"name": ..., "caption": ...}}}'
+            )
+            names.append(figure["name"])
+    assert len(names) == len(set(names)), f"{path.name}: figure names repeat"
