@@ -19,6 +19,12 @@ holds one idea:
 - ``bench``        timing with device metadata, bandwidth, recorded results
 - ``benchmarks``   the chapters' timing suites, runnable to record GPU results
 - ``plots``        figure helpers the chapters share
+- ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
+- ``model``        a small byte-level Transformer taking any scheme by name (chapter 9)
+- ``data``         the standard-library byte corpus and the look-back task (chapter 9)
+- ``train``        seeded training, bits per byte at several lengths (chapter 9)
+- ``experiments``  chapter 9's presets and CLI; ``results/`` holds recorded runs
+- ``notebook``     ``glue`` that works with MyST-NB and without it (Colab)
 """
 
 from . import symbolic
@@ -68,6 +74,7 @@ from .rope import (
     rope_frequencies,
     rope_matrix,
 )
+from .rope_scaling import RopeScaling, scaled_rope_frequencies
 from .schemes import (
     AbsoluteScheme,
     ALiBiScheme,
@@ -91,6 +98,7 @@ __all__ = [
     "NoPositionScheme",
     "Pairing",
     "PositionScheme",
+    "RopeScaling",
     "RotaryEmbedding",
     "RotaryScheme",
     "ShawRelativePosition",
@@ -121,6 +129,7 @@ __all__ = [
     "rope_decay_curve",
     "rope_frequencies",
     "rope_matrix",
+    "scaled_rope_frequencies",
     "shaw_relative_scores",
     "sinusoidal_at",
     "sinusoidal_encoding",
