@@ -19,6 +19,7 @@ holds one idea:
 - ``bench``        timing with device metadata, bandwidth, recorded results
 - ``benchmarks``   the chapters' timing suites, runnable to record GPU results
 - ``plots``        figure helpers the chapters share
+- ``linear_attention`` linear attention with RoPE on the features (chapter 6)
 - ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
 - ``model``        a small byte-level Transformer taking any scheme by name (chapter 9)
 - ``data``         the standard-library byte corpus and the look-back task (chapter 9)
