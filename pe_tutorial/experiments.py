@@ -51,6 +51,7 @@ from .rope_scaling import SCALING_METHODS, RopeScaling
 from .train import (
     TrainConfig,
     length_bits_per_byte,
+    length_error,
     lookback_accuracy,
     resolve_device,
     train,
@@ -333,9 +334,7 @@ class _Runner:
                 accuracy = {}
                 for m in p.multiples:
                     n = m * L
-                    try:
-                        model.check_length(n)
-                    except ValueError:
+                    if length_error(model, n) is not None:
                         accuracy[str(n)] = None
                         continue
                     accuracy[str(n)] = lookback_accuracy(

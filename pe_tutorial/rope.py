@@ -442,7 +442,12 @@ class RotaryEmbedding(nn.Module):
                 "e.g. RopeScaling('linear', factor=4.0)"
             )
         self.scaling = scaling
-        self.attention_scale = 1.0
+        # the scaling's temperature, multiplied into cos and sin (1 without one)
+        self.attention_scale = (
+            1.0
+            if scaling is None
+            else scaling.frequencies(self.rotary_dim, base=base)[1]
+        )
         require_positive_int(max_positions, "max_positions")
         half = self.rotary_dim // 2
         self.register_buffer("inv_freq", self._frequencies(), persistent=False)
@@ -454,9 +459,7 @@ class RotaryEmbedding(nn.Module):
         """``theta_i = base ** (-2i / rotary_dim)``, or the scaling's, float32, ``(R/2,)``."""
         if self.scaling is None:
             return rope_frequencies(self.rotary_dim, base=self.base).to(device)
-        inv_freq, self.attention_scale = self.scaling.frequencies(
-            self.rotary_dim, base=self.base
-        )
+        inv_freq, _ = self.scaling.frequencies(self.rotary_dim, base=self.base)
         return inv_freq.to(device)
 
     @property
@@ -471,9 +474,12 @@ class RotaryEmbedding(nn.Module):
             return
         self._build_table(num_positions)
 
-    def _angles(self, positions: torch.Tensor) -> torch.Tensor:
+    def _angles(
+        self, positions: torch.Tensor, inv_freq: torch.Tensor | None = None
+    ) -> torch.Tensor:
         # angle_{m,i} = m * theta_i, float32, positions.shape + (R/2,)
-        return positions.to(torch.float32)[..., None] * self.inv_freq
+        inv_freq = self.inv_freq if inv_freq is None else inv_freq
+        return positions.to(torch.float32)[..., None] * inv_freq
 
     def _build_table(self, num_positions: int) -> None:
         positions = torch.arange(num_positions, device=self.inv_freq.device)
@@ -511,12 +517,11 @@ class RotaryEmbedding(nn.Module):
             return empty, empty.clone()
         needed = int(positions.max()) + 1
         if self._dynamic_past_original(needed):
+            # dynamic NTK: the frequencies of this length; its scale is always 1
             inv_freq, _ = self.scaling.frequencies(
                 self.rotary_dim, base=self.base, seq_len=needed
             )
-            angles = positions.to(torch.float32)[..., None] * inv_freq.to(
-                positions.device
-            )
+            angles = self._angles(positions, inv_freq.to(positions.device))
             return angles.cos(), angles.sin()
         if int(positions.min()) < 0:
             angles = self._angles(positions)

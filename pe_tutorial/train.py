@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from ._validation import require_positive_float, require_positive_int
+from .bench import default_device
 from .data import IGNORE_INDEX
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "bits_per_byte",
     "length_bits_per_byte",
     "lookback_accuracy",
+    "length_error",
 ]
 
 Batches = Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -74,7 +76,7 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """``"auto"`` (or None) picks CUDA when present, else the CPU; other names are checked."""
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return default_device()
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError):
@@ -199,6 +201,17 @@ def bits_per_byte(
     return total / n / math.log(2)
 
 
+def length_error(model: nn.Module, length: int) -> str | None:
+    """Why ``model`` cannot read ``length`` tokens (its ``check_length`` error), or None."""
+    check = getattr(model, "check_length", None)
+    try:
+        if check is not None:
+            check(length)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def length_bits_per_byte(
     model: nn.Module,
     data: torch.Tensor,
@@ -216,12 +229,9 @@ def length_bits_per_byte(
     """
     results = {}
     for length in lengths:
-        check = getattr(model, "check_length", None)
-        try:
-            if check is not None:
-                check(length)
-        except ValueError as error:
-            results[length] = {"bpb": None, "note": str(error)}
+        note = length_error(model, length)
+        if note is not None:
+            results[length] = {"bpb": None, "note": note}
             continue
         bpb = bits_per_byte(
             model,
