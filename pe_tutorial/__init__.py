@@ -8,7 +8,8 @@ holds one idea:
 - ``symbolic``     sympy derivations: the shift matrix, RoPE's relative property (chapters 5-6)
 - ``rope``         rotary position embedding, both pairings, partial and n-D (chapter 6)
 - ``alibi``        ALiBi slopes and biases (chapter 7)
-- ``relative``     Shaw clipped embeddings, T5 buckets, contextual positions (chapter 8)
+- ``relative``     Shaw clipped embeddings (keys and values), T5 buckets, contextual positions (chapter 8)
+- ``disentangled`` relative embeddings projected into the score; DeBERTa's c2p and p2c (chapter 8)
 - ``positions``    query and relative positions shared by ALiBi, the relative biases and masks
 - ``position_scheme`` the base class of schemes: how an encoding enters attention (NoPE)
 - ``schemes``      one adapter per encoding, wrapping that encoding's module (chapters 7-9)
@@ -51,6 +52,7 @@ from .attention import (
     flex_available,
     padding_mask,
 )
+from .disentangled import DisentangledRelativeBias, deberta_log_bucket
 from .position_scheme import NoPositionScheme, PositionScheme
 from .relative import (
     ContextualPositionBias,
@@ -58,6 +60,7 @@ from .relative import (
     T5RelativeBias,
     cope_positions,
     shaw_relative_scores,
+    shaw_value_term,
     t5_relative_position_bucket,
 )
 from .rope import (
@@ -80,6 +83,7 @@ from .schemes import (
     AbsoluteScheme,
     ALiBiScheme,
     CoPEScheme,
+    DisentangledScheme,
     RotaryScheme,
     ShawScheme,
     T5BiasScheme,
@@ -94,6 +98,8 @@ __all__ = [
     "AttentionConfig",
     "CoPEScheme",
     "ContextualPositionBias",
+    "DisentangledRelativeBias",
+    "DisentangledScheme",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "NoPositionScheme",
@@ -119,6 +125,7 @@ __all__ = [
     "causal_mask",
     "convert_pairing",
     "cope_positions",
+    "deberta_log_bucket",
     "dot_product_attention",
     "flex_available",
     "grid_positions",
@@ -132,6 +139,7 @@ __all__ = [
     "rope_matrix",
     "scaled_rope_frequencies",
     "shaw_relative_scores",
+    "shaw_value_term",
     "sinusoidal_at",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",

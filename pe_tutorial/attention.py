@@ -277,6 +277,15 @@ def _check_kernel(kernel: str) -> None:
         )
 
 
+def _check_weights_kernel(scheme: PositionScheme, kernel: str) -> None:
+    if scheme.needs_weights and kernel != "naive":
+        raise ValueError(
+            f"{type(scheme).__name__} adds a term computed from the attention "
+            f"probabilities, which the {kernel!r} kernel never materialises; use "
+            "kernel='naive' (in AttentionConfig or attend)"
+        )
+
+
 # ---------------------------------------------------------------------------
 # attention with a scheme
 # ---------------------------------------------------------------------------
@@ -333,6 +342,7 @@ def attend(
     _check_kernel(kernel)
     _check_4d(q, k, v)
     scheme = NoPositionScheme() if scheme is None else scheme
+    _check_weights_kernel(scheme, kernel)
     scheme.check_fits(num_heads=q.shape[1], head_dim=q.shape[-1])
     scheme.check_device(q.device)
     q, k = scheme.rotate(q, k)
@@ -349,7 +359,13 @@ def attend(
         bias = scheme.bias(q, k, causal=causal)
         if bias is not None:
             bias = _check_scores_shape("bias", bias, q, k)
-    out = _KERNEL_FUNCTIONS[kernel](q, k, v, bias, mask, score_mod)
+    if scheme.needs_weights:
+        # z_i = sum_j alpha_ij v_j + the scheme's term from the same alpha
+        weights = attention_weights(q, k, bias=bias, mask=mask)
+        out = weights @ v.float() + scheme.value_term(weights)
+        out = out.to(q.dtype)
+    else:
+        out = _KERNEL_FUNCTIONS[kernel](q, k, v, bias, mask, score_mod)
     if empty is not None:
         out = out.masked_fill(empty, 0.0)
     return out
@@ -405,6 +421,7 @@ class MultiHeadAttention(nn.Module):
             head_dim=config.head_dim,
             d_model=config.d_model,
         )
+        _check_weights_kernel(self.scheme, config.kernel)
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.out = nn.Linear(config.d_model, config.d_model, bias=False)
 

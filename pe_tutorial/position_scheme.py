@@ -6,10 +6,16 @@ that encoding reaches the attention scores. It may do any of three things:
 
 - ``add_to_input(x)``: add a vector per position to the input, ``(B, T, d_model)``
   (absolute tables, chapter 4);
-- ``rotate(q, k)``: rotate queries and keys, ``(B, H, T, D)`` each (RoPE, chapter 6);
+- ``rotate(q, k)``: transform queries and keys, ``(B, H, T, D)`` each, before
+  the scores: rotate them (RoPE, chapter 6) or rescale them (DeBERTa, chapter 8);
 - ``bias(q, k, causal=...)``: a float tensor broadcastable to ``(B, H, Tq, Tk)``
-  added to the scaled scores (ALiBi, T5, Shaw, CoPE; chapters 7 and 8), and
-  optionally ``score_mod``, the same values one score at a time for FlexAttention.
+  added to the scaled scores (ALiBi, T5, Shaw, CoPE, DeBERTa; chapters 7 and 8),
+  and optionally ``score_mod``, the same values one score at a time for
+  FlexAttention;
+- ``value_term(weights)``: a vector per query added to the output, computed
+  from the attention probabilities (Shaw et al.'s value table, chapter 8).
+  Only the naive kernel has the probabilities, so such a scheme sets
+  ``needs_weights = True`` and the other kernels refuse it.
 
 This base class does none of them: it is NoPE, attention without positions
 (chapter 1). ``pe_tutorial.attention`` depends on this module only, never on
@@ -47,6 +53,8 @@ class PositionScheme(nn.Module):
     num_heads: int | None = None
     head_dim: int | None = None
     d_model: int | None = None
+    # True when value_term needs the attention probabilities (naive kernel only)
+    needs_weights: bool = False
 
     def add_to_input(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, T, d_model) -> (B, T, d_model)``; unchanged here."""
@@ -57,6 +65,10 @@ class PositionScheme(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(B, H, Tq, D), (B, H, Tk, D)`` rotated by position; unchanged here."""
         return q, k
+
+    def value_term(self, weights: torch.Tensor) -> torch.Tensor | None:
+        """Added to the output ``(B, H, Tq, D)`` from the probabilities ``(B, H, Tq, Tk)``; None here."""
+        return None
 
     def bias(
         self, q: torch.Tensor, k: torch.Tensor, *, causal: bool

@@ -5,6 +5,7 @@ Three ways to let the score of query ``i`` and key ``j`` see where they are:
 - **Shaw et al. (2018)**: a learned vector ``a_{ij} = w[clip(j - i, -K, K)]``
   from a table of ``2K + 1`` rows joins the key, ``e_ij = q_i . (k_j + a_ij) / sqrt(D)``.
   The relative part ``q_i . a_ij`` depends on the query: a *contextual* bias.
+  A second table may join the values, ``z_i = sum_j alpha_ij (v_j + a^V_ij)``.
 - **T5 (Raffel et al., 2020)**: ``j - i`` is put into one of ``num_buckets``
   buckets (exact for small distances, logarithmic up to ``max_distance``), and
   each head learns one scalar per bucket, ``e_ij = q_i . k_j / sqrt(D) + b_h[bucket(j - i)]``.
@@ -33,6 +34,7 @@ from .positions import relative_positions
 __all__ = [
     "shaw_relative_indices",
     "shaw_relative_scores",
+    "shaw_value_term",
     "ShawRelativePosition",
     "t5_relative_position_bucket",
     "T5RelativeBias",
@@ -103,33 +105,77 @@ def shaw_relative_scores(
     return per_row.gather(-1, index.expand(*per_row.shape[:-1], k_len))  # (..., Tq, Tk)
 
 
-class ShawRelativePosition(nn.Module):
-    """Shaw et al.'s learned relative key embeddings, one table shared by all heads (chapter 8).
+def shaw_value_term(weights: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Shaw et al.'s value-side term ``sum_j alpha_ij a^V_ij``, shape ``(..., q_len, head_dim)`` (chapter 8).
 
-    ``forward(q, k_len)`` returns the bias ``q_i . a_ij / sqrt(D)`` with shape
-    ``(..., q_len, k_len)``, so that ``q k^T / sqrt(D) + bias`` equals
-    ``q_i . (k_j + a_ij) / sqrt(D)``. Distances beyond ``K`` share the edge
-    rows, so the module works for any sequence length.
+    ``weights``: attention probabilities ``(..., q_len, k_len)``; ``table``:
+    ``(2K + 1, head_dim)`` with ``a^V_ij = table[clip(j - i, -K, K) + K]``.
+    The weights of the keys that share a row are summed first (a scatter into
+    ``(..., q_len, 2K + 1)``), then one matmul with the table.
+    """
+    if table.ndim != 2 or table.shape[0] % 2 != 1:
+        raise ValueError(
+            f"table must have shape (2K + 1, head_dim), got {tuple(table.shape)}"
+        )
+    q_len, k_len = weights.shape[-2:]
+    index = shaw_relative_indices(
+        q_len, k_len, (table.shape[0] - 1) // 2, device=weights.device
+    )
+    per_row = weights.new_zeros(*weights.shape[:-1], table.shape[0])
+    per_row.scatter_add_(-1, index.expand(weights.shape), weights)
+    return per_row @ table.to(weights.dtype)
+
+
+class ShawRelativePosition(nn.Module):
+    """Shaw et al.'s learned relative embeddings, one table shared by all heads (chapter 8).
+
+    ``forward(q, k_len)`` returns the key-side bias ``q_i . a^K_ij / sqrt(D)``
+    with shape ``(..., q_len, k_len)``, so that ``q k^T / sqrt(D) + bias``
+    equals ``q_i . (k_j + a^K_ij) / sqrt(D)``. With ``values=True`` a second
+    table ``a^V`` joins the values (Shaw et al.'s equation 3),
+    ``z_i = sum_j alpha_ij (v_j + a^V_ij)``: ``value_term(weights)``. Distances
+    beyond ``K`` share the edge rows, so the module works at any length.
     """
 
     def __init__(
-        self, max_relative_position: int, head_dim: int, *, init_std: float = 0.02
+        self,
+        max_relative_position: int,
+        head_dim: int,
+        *,
+        values: bool = False,
+        init_std: float = 0.02,
     ):
         super().__init__()
         self.max_relative_position = _require_max_relative_position(
             max_relative_position
         )
         self.head_dim = require_positive_int(head_dim, "head_dim")
-        self.weight = nn.Parameter(
-            torch.empty(2 * self.max_relative_position + 1, head_dim)
-        )
-        nn.init.normal_(self.weight, std=require_positive_float(init_std, "init_std"))
+        std = require_positive_float(init_std, "init_std")
+        rows = 2 * self.max_relative_position + 1
+        self.weight = nn.Parameter(torch.empty(rows, head_dim))
+        nn.init.normal_(self.weight, std=std)
+        self.value_weight = None
+        if values:
+            self.value_weight = nn.Parameter(torch.empty(rows, head_dim))
+            nn.init.normal_(self.value_weight, std=std)
 
     def forward(self, q: torch.Tensor, k_len: int | None = None) -> torch.Tensor:
         return shaw_relative_scores(q, self.weight, k_len)
 
+    def value_term(self, weights: torch.Tensor) -> torch.Tensor:
+        """``sum_j alpha_ij a^V_ij`` for attention probabilities ``(..., q_len, k_len)``."""
+        if self.value_weight is None:
+            raise ValueError(
+                "this ShawRelativePosition has no value table; build it with "
+                "values=True"
+            )
+        return shaw_value_term(weights, self.value_weight)
+
     def extra_repr(self) -> str:
-        return f"max_relative_position={self.max_relative_position}, head_dim={self.head_dim}"
+        return (
+            f"max_relative_position={self.max_relative_position}, "
+            f"head_dim={self.head_dim}, values={self.value_weight is not None}"
+        )
 
 
 # ---------------------------------------------------------------------------

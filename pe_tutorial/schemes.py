@@ -11,6 +11,7 @@ so every parameter has one source of truth::
     ALiBiScheme(ALiBiBias(num_heads))                        -m_h (i - j) on the scores
     T5BiasScheme(T5RelativeBias(num_heads))                  b_h[bucket(j - i)]
     ShawScheme(ShawRelativePosition(K, head_dim))            q_i . a_clip(j - i)
+    DisentangledScheme(DisentangledRelativeBias(H, D))       DeBERTa: c2p + p2c
     CoPEScheme(ContextualPositionBias(P, head_dim))          q_i . e[p_ij], causal only
 
 Each scheme records the sizes it was built for, so ``MultiHeadAttention``
@@ -27,6 +28,7 @@ import torch
 
 from .absolute import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 from .alibi import ALiBiBias
+from .disentangled import DisentangledRelativeBias
 from .position_scheme import NoPositionScheme, PositionScheme, ScoreMod
 from .positions import query_positions
 from .relative import ContextualPositionBias, ShawRelativePosition, T5RelativeBias
@@ -39,6 +41,7 @@ __all__ = [
     "ALiBiScheme",
     "T5BiasScheme",
     "ShawScheme",
+    "DisentangledScheme",
     "CoPEScheme",
 ]
 
@@ -165,10 +168,12 @@ class T5BiasScheme(PositionScheme):
 
 
 class ShawScheme(PositionScheme):
-    """Shaw et al.'s clipped relative key embeddings, ``q_i . (k_j + a_ij)`` (chapter 8).
+    """Shaw et al.'s clipped relative embeddings, ``q_i . (k_j + a_ij)`` (chapter 8).
 
     Wraps a ``ShawRelativePosition``, one table of ``2K + 1`` rows shared by
-    the heads; the relative part ``q_i . a_ij / sqrt(D)`` is the bias.
+    the heads; the relative part ``q_i . a_ij / sqrt(D)`` is the bias. If the
+    encoding has a value table, ``sum_j alpha_ij a^V_ij`` joins the output,
+    which needs the probabilities: such a scheme runs on the naive kernel only.
     """
 
     def __init__(self, encoding: ShawRelativePosition):
@@ -176,6 +181,12 @@ class ShawScheme(PositionScheme):
         _require_module("ShawScheme", encoding, ShawRelativePosition)
         self.encoding = encoding
         self.head_dim = encoding.head_dim
+        self.needs_weights = encoding.value_weight is not None
+
+    def value_term(self, weights):
+        if not self.needs_weights:
+            return None
+        return self.encoding.value_term(weights)  # (B, H, Tq, D)
 
     def bias(self, q, k, *, causal):
         return self.encoding(q, k.shape[-2])  # (B, H, Tq, Tk)
@@ -192,6 +203,30 @@ class ShawScheme(PositionScheme):
             return score + per_row[b, h, q_idx, row]
 
         return shaw
+
+
+class DisentangledScheme(PositionScheme):
+    """DeBERTa's disentangled attention, ``(q.k + c2p + p2c) / sqrt(s D)`` (He et al., 2021; chapter 8).
+
+    Wraps a ``DisentangledRelativeBias``, whose relative terms are the bias.
+    DeBERTa divides the content score by ``sqrt(s D)`` too, not ``sqrt(D)``:
+    ``rotate`` scales the queries by ``1 / sqrt(s)`` so that every kernel's
+    ``q . k / sqrt(D)`` is that score.
+    """
+
+    def __init__(self, encoding: DisentangledRelativeBias):
+        super().__init__()
+        _require_module("DisentangledScheme", encoding, DisentangledRelativeBias)
+        self.encoding = encoding
+        self.num_heads = encoding.num_heads
+        self.head_dim = encoding.head_dim
+
+    def rotate(self, q, k):
+        return q / math.sqrt(self.encoding.scale_factor), k
+
+    def bias(self, q, k, *, causal):
+        # q arrives scaled by rotate; the relative terms use the layer's own q
+        return self.encoding(q * math.sqrt(self.encoding.scale_factor), k)
 
 
 class CoPEScheme(PositionScheme):

@@ -24,6 +24,7 @@ from pe_tutorial.schemes import (
     AbsoluteScheme,
     ALiBiScheme,
     CoPEScheme,
+    DisentangledScheme,
     RotaryScheme,
     ShawScheme,
     T5BiasScheme,
@@ -38,6 +39,11 @@ def softmax_attention(q, k, v, bias=None, mask=None):
 
     q: (..., Tq, D), k and v: (..., Tk, D); bias and mask broadcast to (..., Tq, Tk).
     """
+    return softmax_weights(q, k, bias, mask) @ v.double()
+
+
+def softmax_weights(q, k, bias=None, mask=None):
+    """softmax(q k^T / sqrt(D) + bias) in float64, (..., Tq, Tk); rows with no visible key are 0."""
     scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
         scores = scores + bias.double()
@@ -48,7 +54,7 @@ def softmax_attention(q, k, v, bias=None, mask=None):
         weights = torch.where(
             mask.any(-1, keepdim=True), weights, torch.zeros_like(weights)
         )
-    return weights @ v.double()
+    return weights
 
 
 def causal_visibility(q_len, k_len):
@@ -71,7 +77,8 @@ def head_bias(scheme, q, k, h, *, causal):
     q: (B, Tq, D) and k: (B, Tk, D) are head h's (already rotated) queries and keys.
     Returns None for schemes that add no bias. Keys after the query (causal) get 0.
     """
-    if not isinstance(scheme, (ALiBiScheme, T5BiasScheme, ShawScheme, CoPEScheme)):
+    biased = (ALiBiScheme, T5BiasScheme, ShawScheme, CoPEScheme, DisentangledScheme)
+    if not isinstance(scheme, biased):
         return None
     batch, q_len, head_dim = q.shape
     k_len = k.shape[1]
@@ -98,6 +105,10 @@ def head_bias(scheme, q, k, h, *, causal):
                 K = scheme.encoding.max_relative_position
                 a_ij = scheme.encoding.weight[min(max(j - i, -K), K) + K].double()
                 out[:, r, j] = q[:, r] @ a_ij / math.sqrt(head_dim)
+            elif isinstance(scheme, DisentangledScheme):
+                out[:, r, j] = deberta_score(scheme.encoding, q[:, r], k[:, j], i, j, h)
+                # the softmax below adds q.k / sqrt(D); DeBERTa's is q.k / sqrt(s D)
+                out[:, r, j] -= (q[:, r] * k[:, j]).sum(-1) / math.sqrt(head_dim)
             else:  # CoPE: p_ij = sum_{t=j}^{i} sigmoid(q_i . k_t / sqrt(D)), e interpolated
                 table = scheme.encoding.weight.double()
                 for b in range(batch):
@@ -109,6 +120,53 @@ def head_bias(scheme, q, k, h, *, causal):
                     low, high = math.floor(p), math.ceil(p)
                     e = (1 - (p - low)) * table[low] + (p - low) * table[high]
                     out[b, r, j] = q[b, r] @ e / math.sqrt(head_dim)
+    return out
+
+
+def deberta_row(table, distance):
+    """d(i, j) for i - j = distance: DeBERTa's log bucket (if any), shifted and clipped."""
+    span = table.span
+    if table.position_buckets is not None:
+        mid = table.position_buckets // 2
+        n = abs(distance)
+        if n > mid:
+            ratio = math.log(n / mid) / math.log(
+                (table.max_relative_positions - 1) / mid
+            )
+            distance = int(math.copysign(mid + math.ceil(ratio * (mid - 1)), distance))
+    return min(max(distance + span, 0), 2 * span - 1)
+
+
+def deberta_score(table, q_i, k_j, i, j, h):
+    """DeBERTa's whole score (q.k + q.K_r[d] + k.Q_r[d]) / sqrt(s D) for head h, (B,) float64.
+
+    The relative vectors are rebuilt from the table's embeddings and projections
+    by hand: K_r = P W_kr^T + b_kr, split into heads by columns h D .. (h+1) D.
+    """
+    D = table.head_dim
+    cols = slice(h * D, (h + 1) * D)
+    s = 1 + (table.key_proj is not None) + (table.query_proj is not None)
+    row = table.embeddings[deberta_row(table, i - j)].double()
+    score = (q_i * k_j).sum(-1)
+    if table.key_proj is not None:
+        w, b = table.key_proj.weight.double(), table.key_proj.bias.double()
+        score = score + q_i @ (row @ w.T + b)[cols]
+    if table.query_proj is not None:
+        w, b = table.query_proj.weight.double(), table.query_proj.bias.double()
+        score = score + k_j @ (row @ w.T + b)[cols]
+    return score / math.sqrt(s * D)
+
+
+def shaw_value_loop(scheme, weights, q_len, k_len):
+    """sum_j alpha_ij a^V[clip(j - i, -K, K) + K] with explicit positions, (..., Tq, D) float64."""
+    table = scheme.encoding.value_weight.double()
+    K = scheme.encoding.max_relative_position
+    out = torch.zeros(*weights.shape[:-1], table.shape[-1], dtype=torch.float64)
+    for r in range(q_len):
+        i = k_len - q_len + r
+        for j in range(k_len):
+            row = table[min(max(j - i, -K), K) + K]
+            out[..., r, :] += weights[..., r, j, None] * row
     return out
 
 
@@ -154,7 +212,9 @@ def scheme_attention(scheme, q, k, v, *, causal, mask=None):
         if mask is not None:
             m = mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])[:, h]
             head_mask = m if head_mask is None else m & head_mask
-        heads.append(
-            softmax_attention(q_rot[:, h], k_rot[:, h], v[:, h], bias, head_mask)
-        )
+        weights = softmax_weights(q_rot[:, h], k_rot[:, h], bias, head_mask)
+        out = weights @ v[:, h].double()
+        if isinstance(scheme, ShawScheme) and scheme.encoding.value_weight is not None:
+            out = out + shaw_value_loop(scheme, weights, q.shape[-2], k.shape[-2])
+        heads.append(out)
     return torch.stack(heads, dim=1)

@@ -22,8 +22,8 @@ from pe_tutorial.attention import (
 )
 from pe_tutorial.schemes import AbsoluteScheme
 
-from reference import AVAILABLE_KERNELS, scheme_attention, with_positions_added
-from test_schemes import B, D, H, make_schemes
+from reference import scheme_attention, with_positions_added
+from test_schemes import B, D, H, kernels_for, make_schemes
 
 d_model = H * D
 
@@ -66,13 +66,14 @@ def test_layer_equals_a_loop_over_heads_in_every_kernel(name, causal):
     if name == "cope" and not causal:
         pytest.skip("CoPE is causal only")
     torch.manual_seed(2)
+    kernels = kernels_for(SCHEMES[name])
     layer = MultiHeadAttention(
-        AttentionConfig(d_model, H, causal=causal), SCHEMES[name]
+        AttentionConfig(d_model, H, causal=causal, kernel=kernels[0]), SCHEMES[name]
     )
     x = torch.randn(B, 6, d_model)
     mask = padding_mask(torch.tensor([6, 4]), 6)
     expected = per_head_loop(layer, x, causal=causal, mask=mask)
-    for kernel in AVAILABLE_KERNELS:
+    for kernel in kernels:
         with torch.no_grad():  # FlexAttention has no backward on the CPU
             got = layer(x, mask, kernel=kernel)
         torch.testing.assert_close(
@@ -97,8 +98,11 @@ def test_heads_are_not_interchangeable():
 
 def test_gradients_reach_every_parameter_of_layer_and_scheme():
     torch.manual_seed(4)
-    for name in ("t5-causal", "shaw", "cope", "absolute-learned"):
-        layer = MultiHeadAttention(AttentionConfig(d_model, H), SCHEMES[name])
+    names = ("t5-causal", "shaw", "shaw-values", "deberta-buckets", "projected-c2p")
+    for name in (*names, "cope", "absolute-learned"):
+        kernel = "naive" if SCHEMES[name].needs_weights else "sdpa"
+        config = AttentionConfig(d_model, H, kernel=kernel)
+        layer = MultiHeadAttention(config, SCHEMES[name])
         layer(torch.randn(B, 5, d_model)).square().sum().backward()
         for pname, p in layer.named_parameters():
             assert p.grad is not None and p.grad.abs().sum() > 0, (

@@ -7,6 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pe_tutorial.attention import AttentionConfig, MultiHeadAttention
 from pe_tutorial.positions import relative_positions
 from pe_tutorial.relative import (
     ContextualPositionBias,
@@ -16,8 +17,10 @@ from pe_tutorial.relative import (
     cope_positions,
     shaw_relative_indices,
     shaw_relative_scores,
+    shaw_value_term,
     t5_relative_position_bucket,
 )
+from pe_tutorial.schemes import ShawScheme
 
 # ---------------------------------------------------------------------------
 # T5 buckets
@@ -336,3 +339,37 @@ def test_cope_positions_depend_on_the_query():
 def test_cope_rejects_a_table_of_the_wrong_width():
     with pytest.raises(ValueError, match="table must have shape"):
         cope_bias(torch.randn(3, 4), torch.randn(3, 4), torch.randn(5, 6))
+
+
+# ---------------------------------------------------------------------------
+# Shaw et al.'s value-side table
+# ---------------------------------------------------------------------------
+
+
+def test_shaw_value_term_of_one_hot_weights_is_the_row_of_that_distance():
+    """With all of query i's weight on key j, the term is a^V[clip(j - i, -K, K) + K]."""
+    K, D = 2, 3
+    table = torch.arange((2 * K + 1) * D, dtype=torch.float32).view(2 * K + 1, D)
+    for i in range(6):
+        for j in range(6):
+            weights = torch.zeros(6, 6)
+            weights[i, j] = 1.0
+            got = shaw_value_term(weights, table)[i]
+            assert torch.equal(got, table[min(max(j - i, -K), K) + K])
+
+
+def test_shaw_value_term_averages_rows_by_the_weights():
+    table = torch.randn(5, 4)
+    weights = torch.softmax(torch.randn(2, 3, 7, 7), dim=-1)
+    index = shaw_relative_indices(7, 7, 2)
+    expected = (weights[..., None] * table[index]).sum(-2)
+    torch.testing.assert_close(shaw_value_term(weights, table), expected)
+
+
+def test_a_value_table_needs_the_naive_kernel_and_says_so():
+    scheme = ShawScheme(ShawRelativePosition(2, 4, values=True))
+    with pytest.raises(ValueError, match="kernel='naive'"):
+        MultiHeadAttention(AttentionConfig(8, 2), scheme)
+    MultiHeadAttention(AttentionConfig(8, 2, kernel="naive"), scheme)
+    with pytest.raises(ValueError, match="values=True"):
+        ShawRelativePosition(2, 4).value_term(torch.ones(3, 3))

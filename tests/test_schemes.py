@@ -24,6 +24,7 @@ from pe_tutorial.attention import (
     attend,
     padding_mask,
 )
+from pe_tutorial.disentangled import DisentangledRelativeBias
 from pe_tutorial.relative import (
     ContextualPositionBias,
     ShawRelativePosition,
@@ -34,6 +35,7 @@ from pe_tutorial.schemes import (
     AbsoluteScheme,
     ALiBiScheme,
     CoPEScheme,
+    DisentangledScheme,
     NoPositionScheme,
     RotaryScheme,
     ShawScheme,
@@ -67,12 +69,24 @@ def make_schemes():
             T5RelativeBias(H, bidirectional=False, num_buckets=8, max_distance=12)
         ),
         "shaw": ShawScheme(ShawRelativePosition(2, D)),
+        "shaw-values": ShawScheme(ShawRelativePosition(2, D, values=True)),
+        "deberta-buckets": DisentangledScheme(
+            DisentangledRelativeBias(H, D, position_buckets=4, max_relative_positions=8)
+        ),
+        "projected-c2p": DisentangledScheme(
+            DisentangledRelativeBias(H, D, max_relative_positions=2, terms=("c2p",))
+        ),
         "cope": CoPEScheme(ContextualPositionBias(4, D)),
     }
     for scheme in made.values():
         for p in scheme.parameters():
             torch.nn.init.normal_(p)
     return made
+
+
+def kernels_for(scheme):
+    """The kernels a scheme runs on: a value-side term needs the naive kernel's probabilities."""
+    return ("naive",) if scheme.needs_weights else AVAILABLE_KERNELS
 
 
 SCHEMES = make_schemes()
@@ -100,7 +114,7 @@ def test_every_scheme_in_every_kernel_matches_the_papers_formula(
     scheme = SCHEMES[name]
     mask = padding_mask(torch.tensor([k_len, k_len - 1]), k_len)
     expected = scheme_attention(scheme, q, k, v, causal=causal, mask=mask)
-    for kernel in AVAILABLE_KERNELS:
+    for kernel in kernels_for(scheme):
         with torch.no_grad():
             got = attend(q, k, v, scheme, mask=mask, causal=causal, kernel=kernel)
         torch.testing.assert_close(
@@ -112,9 +126,11 @@ def test_every_scheme_in_every_kernel_matches_the_papers_formula(
 def test_decoding_equals_the_last_rows_of_the_full_pass(name):
     """Queries are the last q_len positions: one step against a cache sees what the full pass saw."""
     q, k, v = qkv(7, 7, seed=2)
-    full = attend(q, k, v, SCHEMES[name], causal=True)
+    scheme = SCHEMES[name]
+    kernel = kernels_for(scheme)[-1]
+    full = attend(q, k, v, scheme, causal=True, kernel=kernel)
     for q_len in (1, 3):
-        step = attend(q[:, :, -q_len:], k, v, SCHEMES[name], causal=True)
+        step = attend(q[:, :, -q_len:], k, v, scheme, causal=True, kernel=kernel)
         torch.testing.assert_close(step, full[:, :, -q_len:], atol=1e-5, rtol=0)
 
 
@@ -189,11 +205,14 @@ def test_shaw_attention_is_q_dot_k_plus_a():
     assert torch.allclose(attend(q, k, v, scheme, kernel="sdpa"), expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["alibi", "t5-bidirectional", "shaw"])
+@pytest.mark.parametrize(
+    "name", ["alibi", "t5-bidirectional", "shaw", "shaw-values", "deberta-buckets"]
+)
 def test_padding_is_the_same_as_dropping_the_padded_keys(name):
     q, k, v = qkv(7, 7, seed=6)
     mask = padding_mask(torch.tensor([7, 4]), 7)
-    padded = attend(q, k, v, SCHEMES[name], mask=mask, kernel="sdpa")
+    kernel = kernels_for(SCHEMES[name])[-1]
+    padded = attend(q, k, v, SCHEMES[name], mask=mask, kernel=kernel)
     # sequence 1 alone, truncated to its 4 real tokens (queries at positions 0..3 as before)
     alone = attend(
         q[1:, :, :4], k[1:, :, :4], v[1:, :, :4], SCHEMES[name], kernel="naive"
@@ -208,6 +227,10 @@ def test_padded_queries_get_zeros_and_finite_gradients(name, kernel):
     mask = padding_mask(torch.tensor([6, 2]), 6, queries=True)
     # FlexAttention has no backward on the CPU (torch 2.13): run it on detached inputs
     inputs = (q, k, v) if kernel != "flex" else (q.detach(), k.detach(), v.detach())
+    if kernel not in kernels_for(SCHEMES[name]):
+        with pytest.raises(ValueError, match="kernel='naive'"):
+            attend(*inputs, SCHEMES[name], mask=mask, causal=True, kernel=kernel)
+        return
     out = attend(*inputs, SCHEMES[name], mask=mask, causal=True, kernel=kernel)
     assert not out.isnan().any()
     assert torch.equal(out[1, :, 2:], torch.zeros(H, 4, D))
