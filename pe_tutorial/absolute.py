@@ -67,7 +67,9 @@ def binary_encoding(
     *,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """Bits of the position, least significant first: ``PE[p, b] = (p >> b) & 1`` (chapter 3).
+    """Bits of the position, least significant first (chapter 3).
+
+    ``PE[p, b] = (p >> b) & 1``.
 
     ``num_bits`` defaults to the fewest bits that give every position its own
     code, ``ceil(log2(num_positions))`` (at least 1).
@@ -81,7 +83,8 @@ def binary_encoding(
     require_positive_int(num_bits, "num_bits")
     if num_bits < needed:
         raise ValueError(
-            f"num_bits={num_bits} gives only {2**num_bits} codes, too few for {num_positions} positions; "
+            f"num_bits={num_bits} gives only {2**num_bits} codes, too few for "
+            f"{num_positions} positions; "
             f"use num_bits >= {needed} (or leave it as None)"
         )
     positions = torch.arange(num_positions, dtype=torch.int64, device=device)
@@ -113,7 +116,7 @@ def sinusoidal_frequencies(dim: int, *, base: float = 10000.0) -> torch.Tensor:
 def sinusoidal_at(
     positions: torch.Tensor, dim: int, *, base: float = 10000.0
 ) -> torch.Tensor:
-    """Sinusoidal encodings of arbitrary integer ``positions`` (any shape ``S``), shape ``S + (dim,)``.
+    """Sinusoidal encodings of integer ``positions`` of any shape ``S``: ``S + (dim,)``.
 
     ``PE[p, 2i] = sin(p * omega_i)`` and ``PE[p, 2i + 1] = cos(p * omega_i)``
     with ``omega_i = base ** (-2i / dim)``. The angles are computed in float32.
@@ -145,7 +148,7 @@ def sinusoidal_encoding(
 
 
 def sinusoidal_shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch.Tensor:
-    """The matrix ``M_k`` with ``PE(p + k) = M_k @ PE(p)`` for every position p (chapters 4 and 5).
+    """The matrix ``M_k`` with ``PE(p + k) = M_k @ PE(p)`` for every p (chapters 4, 5).
 
     It is block diagonal; the block for frequency ``omega_i`` acts on the pair
     ``(sin, cos)`` and follows from the angle-addition identities::
@@ -205,7 +208,7 @@ class SinusoidalPositionalEmbedding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """A learned absolute table, one trainable row per position, as in BERT and GPT-2 (chapter 4).
+    """A learned absolute table, one row per position, as in BERT and GPT-2 (chapter 4).
 
     ``forward(positions)`` looks rows up: integer ``positions`` of any shape
     ``S`` give ``S + (dim,)``. The table has ``max_positions`` rows and no row
@@ -233,9 +236,11 @@ class LearnedPositionalEmbedding(nn.Module):
                 raise ValueError(f"positions must be non-negative, got {low}")
             if high >= self.max_positions:
                 raise ValueError(
-                    f"position {high} is past the learned table, which has {self.max_positions} rows "
-                    f"(positions 0..{self.max_positions - 1}); a learned table cannot extrapolate: "
-                    "train with longer sequences, or use an encoding computed from the position "
+                    f"position {high} is past the learned table, which has "
+                    f"{self.max_positions} rows "
+                    f"(positions 0..{self.max_positions - 1}); "
+                    "a learned table cannot extrapolate: train with longer sequences, "
+                    "or use an encoding computed from the position "
                     "(sinusoidal, RoPE, ALiBi)"
                 )
         return self.weight[positions]

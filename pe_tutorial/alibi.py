@@ -49,7 +49,8 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     slopes = 2.0 ** (-8.0 * (h + 1) / power)
     if power < num_heads:
         extra = torch.arange(num_heads - power, dtype=torch.float64)
-        # every other slope of the 2p-head sequence: 2^(-8 (2h + 1) / (2p)) = 2^(-4 (2h + 1) / p)
+        # every other slope of the 2p-head sequence:
+        # 2^(-8 (2h + 1) / (2p)) = 2^(-4 (2h + 1) / p)
         slopes = torch.cat((slopes, 2.0 ** (-4.0 * (2 * extra + 1) / power)))
     return slopes.to(torch.float32)
 
@@ -82,7 +83,7 @@ def alibi_bias(
     causal: bool = True,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """The ALiBi bias added to the attention scores, float32, ``(num_heads, q_len, k_len)``.
+    """The ALiBi bias added to the scores, float32, ``(num_heads, q_len, k_len)``.
 
     ``causal=True``: ``bias[h, i, j] = -m_h (i - j)`` for ``j <= i`` and 0 for
     ``j > i`` (those keys are removed by the causal mask, which this bias does

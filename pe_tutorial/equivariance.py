@@ -21,7 +21,9 @@ __all__ = ["SelfAttention", "WordEmbedder", "equivariance_gap", "to_torch_multih
 
 
 class SelfAttention(nn.Module):
-    """One head of self-attention with learned projections: ``softmax(X Wq (X Wk)^T / sqrt(d)) X Wv``.
+    """One head of self-attention with learned projections (chapter 1).
+
+    ``softmax(X Wq (X Wk)^T / sqrt(d)) X Wv``.
 
     Input and output have shape ``(..., seq, d_model)``; nothing in it depends
     on where a token stands.

@@ -80,7 +80,9 @@ def shaw_relative_indices(
 def shaw_relative_scores(
     q: torch.Tensor, table: torch.Tensor, k_len: int | None = None
 ) -> torch.Tensor:
-    """The relative part of Shaw et al.'s score, ``q_i . a_ij / sqrt(D)``, shape ``(..., q_len, k_len)`` (chapter 8).
+    """The relative part of Shaw et al.'s score, ``q_i . a_ij / sqrt(D)`` (chapter 8).
+
+    Returns ``(..., q_len, k_len)``.
 
     ``q``: ``(..., q_len, head_dim)``; ``table``: ``(2K + 1, head_dim)`` with
     ``a_ij = table[clip(j - i, -K, K) + K]``. Computed without a loop and
@@ -93,7 +95,8 @@ def shaw_relative_scores(
         )
     if q.shape[-1] != table.shape[-1]:
         raise ValueError(
-            f"q has head_dim {q.shape[-1]} but the table rows have {table.shape[-1]}; they must match"
+            f"q has head_dim {q.shape[-1]} but the table rows have "
+            f"{table.shape[-1]}; they must match"
         )
     q_len = q.shape[-2]
     k_len = q_len if k_len is None else k_len
@@ -106,10 +109,10 @@ def shaw_relative_scores(
 
 
 def shaw_value_term(weights: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Shaw et al.'s value-side term ``sum_j alpha_ij a^V_ij``, shape ``(..., q_len, head_dim)`` (chapter 8).
+    """Shaw et al.'s value-side term ``sum_j alpha_ij a^V_ij``, ``(..., q_len, D)``.
 
-    ``weights``: attention probabilities ``(..., q_len, k_len)``; ``table``:
-    ``(2K + 1, head_dim)`` with ``a^V_ij = table[clip(j - i, -K, K) + K]``.
+    Chapter 8. ``weights``: attention probabilities ``(..., q_len, k_len)``;
+    ``table``: ``(2K + 1, head_dim)`` with ``a^V_ij = table[clip(j - i, -K, K) + K]``.
     The weights of the keys that share a row are summed first (a scatter into
     ``(..., q_len, 2K + 1)``), then one matmul with the table.
     """
@@ -217,15 +220,16 @@ def t5_relative_position_bucket(
     num_buckets: int = 32,
     max_distance: int = 128,
 ) -> torch.Tensor:
-    """T5's bucket for each relative position ``key - query``; LongTensor shaped like the input (chapter 8).
+    """T5's bucket of each relative position ``key - query`` (chapter 8).
 
     Bidirectional: half the buckets for keys at or before the query, half for
     keys after it (offset ``num_buckets / 2``). Causal: every bucket for keys
     at or before the query; keys after it all fall into bucket 0. Within a
     direction of ``N`` buckets, with ``n = |distance|`` and ``E = N / 2``::
 
-        bucket = n                                                  if n < E
-        bucket = min(E + floor(log(n / E) / log(max_distance / E) * (N - E)), N - 1)   otherwise
+        bucket = n                                        if n < E
+        bucket = min(E + floor(log(n / E) / log(max_distance / E) * (N - E)), N - 1)
+                                                          otherwise
 
     so distances below ``E`` each have a bucket, larger ones share buckets
     whose width grows geometrically, and everything from about
@@ -249,7 +253,7 @@ def t5_relative_position_bucket(
         per_direction = num_buckets
         offset = torch.zeros_like(relative_position)
         n = (-relative_position).clamp(min=0)  # keys after the query: distance 0
-    # log-spaced buckets for n >= E (clamp keeps log away from 0 for the entries where n < E)
+    # log-spaced buckets for n >= E (the clamp keeps log away from 0 where n < E)
     ratio = n.clamp(min=max_exact).float() / max_exact
     large = (
         max_exact
@@ -332,10 +336,10 @@ class T5RelativeBias(nn.Module):
 def cope_positions(
     q: torch.Tensor, k: torch.Tensor, *, max_position: float | None = None
 ) -> torch.Tensor:
-    """Contextual positions ``p_ij = sum_{t=j}^{i} sigmoid(q_i . k_t / sqrt(D))`` for ``j <= i`` (chapter 8).
+    """CoPE's positions ``p_ij = sum_{t=j}^{i} sigmoid(q_i . k_t / sqrt(D))``, j <= i.
 
-    ``q``: ``(..., q_len, D)``, ``k``: ``(..., k_len, D)``; returns float32
-    ``(..., q_len, k_len)``, 0 for keys after the query (causal). With every
+    Chapter 8. ``q``: ``(..., q_len, D)``, ``k``: ``(..., k_len, D)``; returns
+    float32 ``(..., q_len, k_len)``, 0 for keys after the query. With every
     gate equal to 1 this is ``i - j + 1``, the token count; gates near 0 let a
     query skip tokens it does not want to count. ``max_position`` clips ``p``.
     """

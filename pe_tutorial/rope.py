@@ -168,7 +168,7 @@ def rope_angles(
 def _rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
 ) -> torch.Tensor:
-    """Rotate the first ``rotary_dim`` channels of ``x`` by angles whose cos/sin are ``(..., T, R/2)``."""
+    """Rotate the first ``rotary_dim`` channels of ``x``; cos, sin ``(..., T, R/2)``."""
     x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
     xf = x_rot.to(torch.float32)
     if pairing == "half":
@@ -368,7 +368,7 @@ def convert_pairing(
     rotary_dim: int | None = None,
     dim: int = 0,
 ) -> torch.Tensor:
-    """Permute a query or key projection so that a model trained with ``source`` pairing runs with ``target``.
+    """Permute a q or k projection trained with ``source`` pairing for ``target``.
 
     ``weight`` is an ``nn.Linear`` weight ``(num_heads * head_dim, d_model)``
     (or its bias, ``(num_heads * head_dim,)``); within every head its output
@@ -382,7 +382,8 @@ def convert_pairing(
     size = weight.shape[dim]
     if size % head_dim != 0:
         raise ValueError(
-            f"weight has {size} rows along dim={dim}, not a multiple of head_dim={head_dim}; "
+            f"weight has {size} rows along dim={dim}, not a multiple of "
+            f"head_dim={head_dim}; "
             "pass the query or key projection, shaped (num_heads * head_dim, d_model)"
         )
     num_heads = size // head_dim
@@ -592,7 +593,7 @@ def apply_rope_nd(
     base: float = 10000.0,
     pairing: Pairing = "half",
 ) -> torch.Tensor:
-    """Axial RoPE for n-D positions (image patches, video): chapter 6, after Heo et al. (2024).
+    """Axial RoPE for n-D positions (image patches, video); chapter 6, Heo et al. 2024.
 
     ``positions`` has shape ``(..., seq, n_axes)``: one integer coordinate per
     axis for every token (``grid_positions(height, width)`` for an image). The
@@ -605,14 +606,16 @@ def apply_rope_nd(
     require_integer_tensor(positions)
     if positions.ndim < 2:
         raise ValueError(
-            f"positions must have shape (..., seq, n_axes), got {tuple(positions.shape)}; "
-            "for one axis use apply_rope, for an image use grid_positions(height, width)"
+            "positions must have shape (..., seq, n_axes), got "
+            f"{tuple(positions.shape)}; for one axis use apply_rope, for an image "
+            "use grid_positions(height, width)"
         )
     n_axes = positions.shape[-1]
     head_dim = x.shape[-1]
     if head_dim % (2 * n_axes) != 0:
         raise ValueError(
-            f"head_dim={head_dim} cannot be split into {n_axes} chunks of an even number of channels; "
+            f"head_dim={head_dim} cannot be split into {n_axes} chunks of an even "
+            "number of channels; "
             f"use a head_dim divisible by 2 * n_axes = {2 * n_axes}"
         )
     chunks = x.split(head_dim // n_axes, dim=-1)  # n_axes x (..., T, D/n)

@@ -67,7 +67,7 @@ def shift_matrix_unknowns() -> sp.Matrix:
 
 
 def shift_matrix_equations() -> list[sp.Eq]:
-    """The linear equations ``M_k`` must satisfy for ``PE(p + k) = M_k PE(p)`` at every p (chapter 5).
+    """The equations ``M_k`` must satisfy: ``PE(p + k) = M_k PE(p)`` at every p (ch. 5).
 
     Expand ``sin((p + k) w)`` and ``cos((p + k) w)`` with the angle-addition
     identities, subtract ``M PE(p)`` for the general matrix ``M`` of

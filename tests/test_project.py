@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -235,6 +236,44 @@ def test_notebook_code_fits_the_page(path):
         if cell["cell_type"] == "code":
             for line in cell_text(cell).splitlines():
                 assert len(line) <= 88, f"{path.name} cell {index}: {line!r}"
+
+
+def _included_lines(source: Path, options: dict[str, str]) -> list[str]:
+    """The lines a literalinclude shows: a whole file, ``:lines: a-b`` or ``:pyobject:``."""
+    text = source.read_text()
+    lines = text.splitlines()
+    if "pyobject" in options:
+        node = ast.parse(text)
+        for name in options["pyobject"].split("."):
+            node = next(
+                n
+                for n in ast.walk(node)
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name
+            )
+        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        return lines[first - 1 : node.end_lineno]
+    if "lines" in options:
+        first, last = options["lines"].split("-")
+        return lines[int(first) - 1 : int(last)]
+    return lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_package_code_shown_in_the_book_fits_the_page(path):
+    """Package code a chapter shows with literalinclude has no line over 88 characters either."""
+    directive = re.compile(r"```\{literalinclude\} (\S+)\n((?::[^\n]*\n)*)")
+    for cell in read_notebook(path)["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for match in directive.finditer(cell_text(cell)):
+            source = (path.parent / match.group(1)).resolve()
+            options = dict(re.findall(r":(\w+):[ ]?([^\n]*)", match.group(2)))
+            for line in _included_lines(source, options):
+                assert len(line) <= 88, (
+                    f"{path.name} shows {source.name} "
+                    f"({options.get('pyobject', 'lines')}) with a line of "
+                    f"{len(line)} characters: {line.strip()!r}; wrap it in the package"
+                )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
