@@ -277,6 +277,21 @@ def test_package_code_shown_in_the_book_fits_the_page(path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapters_with_figures_use_the_book_style(path):
+    """Figure text as large as the page's text: the chapter calls use_book_style()."""
+    code = [
+        cell_text(c) for c in read_notebook(path)["cells"] if c["cell_type"] == "code"
+    ]
+    shows = [i for i, text in enumerate(code) if "plt.show()" in text]
+    styled = [i for i, text in enumerate(code) if "use_book_style()" in text]
+    if shows:
+        assert styled and styled[0] < shows[0], (
+            f"{path.name} shows figures without calling "
+            "pe_tutorial.plots.use_book_style() first (in its imports cell)"
+        )
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_every_figure_has_a_numbered_caption(path):
     """A cell that shows a figure carries MyST-NB figure metadata: a name and a caption."""
     names = []
