@@ -292,6 +292,25 @@ def test_chapters_with_figures_use_the_book_style(path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_figures_are_narrow_enough_for_their_text_to_be_read(path):
+    """At most 8 inches wide (at 100 dpi the column shows them at about 0.85x, so
+    12 pt text stays near the page's 16 px), and no text set smaller than 10 pt."""
+    for index, cell in enumerate(read_notebook(path)["cells"]):
+        text = cell_text(cell) if cell["cell_type"] == "code" else ""
+        for width in re.findall(r"figsize=\(\s*([0-9.]+)", text):
+            assert float(width) <= 8, (
+                f"{path.name} cell {index}: a figure {width} inches wide is shrunk "
+                "on the page until its text is small; make it at most 8 inches wide "
+                "(stack panels instead of placing them side by side)"
+            )
+        for size in re.findall(r"fontsize=([^,)\s]+)", text):
+            small = size.strip("'\"") in ("small", "x-small", "xx-small") or (
+                size.replace(".", "").isdigit() and float(size) < 10
+            )
+            assert not small, f"{path.name} cell {index}: fontsize={size} is too small"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_every_figure_has_a_numbered_caption(path):
     """A cell that shows a figure carries MyST-NB figure metadata: a name and a caption."""
     names = []
