@@ -2,7 +2,7 @@
 
 A position scheme is an *adapter*: it wraps one encoding's own module (a
 ``RotaryEmbedding``, an ``ALiBiBias``, a ``T5RelativeBias``, ...) and says how
-that encoding reaches the attention scores. It may do any of three things:
+that encoding reaches the attention scores. It may do any of these things:
 
 - ``add_to_input(x)``: add a vector per position to the input, ``(B, T, d_model)``
   (absolute tables, chapter 4);
