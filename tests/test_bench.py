@@ -58,14 +58,15 @@ def test_time_function_measures_a_known_delay_in_milliseconds():
     timing = bench.time_function(
         lambda: time.sleep(0.004), name="sleep", device="cpu", warmup=1, repeats=15
     )
-    # sleep never returns early; on a busy 2-core machine it overshoots by well under 3 ms
+    # sleep never returns early; the fastest of 15 overshoots by well under 3 ms even
+    # on a loaded 2-core machine (a median can be pushed far out by a busy neighbour)
     assert min(timing.times_ms) >= 4.0
-    assert timing.median_ms < 7.0
+    assert min(timing.times_ms) < 7.0
     # a call that does nothing is timed at (nearly) zero, so nothing is added to every call
     idle = bench.time_function(
         lambda: None, name="noop", device="cpu", warmup=1, repeats=15
     )
-    assert idle.median_ms < 0.5
+    assert min(idle.times_ms) < 0.5
 
 
 @pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
