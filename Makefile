@@ -20,7 +20,7 @@ STAMP := $(VENV)/.installed-$(INSTALL_KEY)
 # of old code. The key is a hash of their contents (not file times, which a fresh checkout or a restored CI cache resets); it is kept
 # inside the cache folder, so the two travel together.
 CACHE := _build/.jupyter_cache
-PACKAGE_HASH := $(shell find pe_tutorial $(wildcard book/data) -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
+PACKAGE_HASH := $(shell find pe_tutorial -type f ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
 	| xargs -0 sha256sum | sha256sum | cut -c1-16)
 CACHE_KEY := $(CACHE)/pe_tutorial-$(PACKAGE_HASH)
 
@@ -41,7 +41,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(BIN)/python -m pip install -q -e ".[book,test]"
+	$(BIN)/python -m pip install -q -e ".[book,test,bench]"
 	touch $@
 
 install: $(STAMP)

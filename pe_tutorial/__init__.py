@@ -17,8 +17,11 @@ holds one idea:
                    knows no encoding
 - ``equivariance`` why attention needs positions (chapter 1)
 - ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)
-- ``bench``        timing with device metadata, bandwidth, recorded results
-- ``benchmarks``   the chapters' timing suites, runnable to record GPU results
+- ``bench``        interleaved timing against a copy of the same bytes, the printed table
+- ``benchmarks``   the timing suites (one per chapter, ``rope``, ``attention_bias``), their
+                   CLI, recorded GPU runs shipped in ``results/``
+- ``fused_rope``   RoPE on q and k together: cos/sin once, in place, compiled (chapter 10)
+- ``rope_triton``  the Triton RoPE kernel (CUDA; tested in Triton's CPU interpreter)
 - ``plots``        figure helpers the chapters share
 - ``linear_attention`` linear attention with RoPE on the features (chapter 6)
 - ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
@@ -50,6 +53,7 @@ from .attention import (
     causal_mask,
     dot_product_attention,
     flex_available,
+    flex_block_mask,
     padding_mask,
 )
 from .disentangled import DisentangledRelativeBias, deberta_log_bucket
@@ -128,6 +132,7 @@ __all__ = [
     "deberta_log_bucket",
     "dot_product_attention",
     "flex_available",
+    "flex_block_mask",
     "grid_positions",
     "integer_encoding",
     "neighbour_distances",

@@ -1,46 +1,60 @@
-"""Timing that names what it measured: the one helper every chapter's timing cell uses.
+"""Timing that names what it measured: the helpers behind every chapter's timing cell.
 
-``time_function`` warms up, synchronises, times each call with CUDA events on a
-GPU or ``time.perf_counter`` on the CPU, and returns a ``Timing`` with the
-median and quartiles plus the device, dtype, shapes, thread count and library
-versions. ``copy_baseline`` times a plain copy of the same bytes, the practical
-limit for memory-bound work, so a kernel can be reported as a ratio to it
-(ratios measured in one run are stable where absolute times are not).
-Recorded results are saved as JSON under ``book/data/`` with that metadata.
+A measurement is a list of ``Case`` objects (a name, a function of no
+arguments, the shapes and dtype it works on, and the bytes it reads plus the
+bytes it writes). ``measure`` warms each case up, then times them *interleaved*
+(round ``r`` calls every case once, in a rotated order) so that a busy
+neighbour or a change of clock speed hits every row alike. On a GPU each call
+is bracketed by CUDA events and the device is synchronised before they are
+read; on the CPU ``time.perf_counter`` times each call.
 
-Used from chapter 1 on; the performance chapter explains the method.
+Every case that says how many bytes it moves is compared with a **copy of the
+same number of bytes** timed in the same rounds: a copy reads and writes each
+byte once, the practical limit of memory-bound work, so ``x copy`` (median over
+the copy's median) says how far from that limit a kernel is. Ratios measured in
+one run are stable where absolute times are not. A row whose interquartile
+range is wider than ``NOISY_SPREAD`` of its median is marked as noisy.
+
+Chapter 10 explains the method; ``pe_tutorial.benchmarks`` holds the suites.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
+import functools
 import platform
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 __all__ = [
-    "Timing",
+    "NOISY_SPREAD",
     "PeakBandwidth",
     "PEAK_BANDWIDTH",
+    "Case",
+    "Timing",
     "default_device",
     "device_name",
+    "cpu_name",
+    "last_level_cache_bytes",
     "environment",
-    "time_function",
-    "copy_baseline",
     "peak_bandwidth",
+    "copy_case",
+    "measure",
+    "time_function",
+    "format_bytes",
     "format_table",
-    "recorded_results_dir",
-    "save_results",
-    "load_results",
+    "tensors_written",
 ]
+
+# A row whose interquartile range exceeds this fraction of its median is marked.
+NOISY_SPREAD = 0.25
 
 
 @dataclass(frozen=True)
@@ -54,14 +68,13 @@ class PeakBandwidth:
 
 _A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (2021)"
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023)"
-# Peak DRAM bandwidth of the GPUs a learner meets (Colab, Kaggle, cloud), in GB/s (10^9 bytes/s).
+# Peak DRAM bandwidth of the GPUs a learner meets (Colab, Kaggle, cloud), in GB/s
+# (10^9 bytes/s). Keys are matched as whole words in torch.cuda.get_device_name.
 PEAK_BANDWIDTH: dict[str, PeakBandwidth] = {
-    "T4": PeakBandwidth(
-        "NVIDIA T4", 320.0, "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6"
-    ),
-    "L4": PeakBandwidth(
-        "NVIDIA L4", 300.0, "NVIDIA L4 Tensor Core GPU datasheet: 300 GB/s GDDR6"
-    ),
+    "T4": PeakBandwidth("NVIDIA T4", 320.0, "NVIDIA T4 datasheet: 320+ GB/s GDDR6"),
+    "L4": PeakBandwidth("NVIDIA L4", 300.0, "NVIDIA L4 datasheet: 300 GB/s GDDR6"),
+    "A10G": PeakBandwidth("NVIDIA A10G", 600.0, "NVIDIA A10 datasheet: 600 GB/s"),
+    "V100": PeakBandwidth("NVIDIA V100", 900.0, "NVIDIA V100 datasheet: 900 GB/s"),
     "A100-SXM4-40GB": PeakBandwidth(
         "NVIDIA A100 40GB SXM", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"
     ),
@@ -80,11 +93,14 @@ PEAK_BANDWIDTH: dict[str, PeakBandwidth] = {
     "H100 PCIe": PeakBandwidth(
         "NVIDIA H100 PCIe", 2000.0, _H100_SHEET + ": 2 TB/s HBM2e (PCIe)"
     ),
+    "H200": PeakBandwidth(
+        "NVIDIA H200", 4800.0, "NVIDIA H200 Tensor Core GPU datasheet: 4.8 TB/s HBM3e"
+    ),
 }
 
 
 def peak_bandwidth(name: str) -> PeakBandwidth | None:
-    """The data-sheet bandwidth for a device name as ``torch.cuda.get_device_name`` spells it, or None."""
+    """The data-sheet bandwidth for a GPU named as ``torch.cuda.get_device_name`` does."""
     for key, peak in PEAK_BANDWIDTH.items():
         # whole-word match: "L4" must not match "NVIDIA L40S"
         if re.search(
@@ -96,50 +112,126 @@ def peak_bandwidth(name: str) -> PeakBandwidth | None:
     return None
 
 
+# ---------------------------------------------------------------------------
+# where a measurement ran
+# ---------------------------------------------------------------------------
+
+
 def default_device() -> torch.device:
     """The GPU when there is one, else the CPU: the device every timing cell uses."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@functools.cache
+def cpu_name() -> str:
+    """The CPU's model name (Linux: ``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
 def device_name(device: torch.device | str) -> str:
-    """A human name for ``device``: the GPU model, or the CPU with its thread count."""
+    """A human name for ``device``: the GPU model, or the CPU model."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    cpu = platform.processor() or platform.machine()
-    return f"CPU ({cpu}, {torch.get_num_threads()} threads)"
+    return cpu_name()
+
+
+@functools.cache
+def last_level_cache_bytes() -> int | None:
+    """Size of the CPU's largest cache in bytes (Linux sysfs), or None if unknown.
+
+    A copy of a tensor smaller than this can run from cache; a benchmark that
+    wants memory bandwidth must move more.
+    """
+    folder = Path("/sys/devices/system/cpu/cpu0/cache")
+    best: tuple[int, int] | None = None
+    for index in folder.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        match = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if not match:
+            continue
+        scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+        candidate = (level, int(match.group(1)) * scale)
+        best = candidate if best is None or candidate > best else best
+    return None if best is None else best[1]
 
 
 def environment(device: torch.device | str) -> dict:
-    """Where and with what a measurement was taken: device, versions, threads, date (UTC)."""
+    """Where, when and with what a measurement was taken (the same keys everywhere).
+
+    ``device`` is torch's name (``cpu``, ``cuda:0``), ``device_name`` the model.
+    On a GPU it adds the memory and the data-sheet bandwidth; on a CPU the size
+    of the last-level cache.
+    """
     device = torch.device(device)
-    return {
-        "device": device_name(device),
-        "device_type": device.type,
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    env = {
+        "device": str(device),
+        "device_name": device_name(device),
+        "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda if device.type == "cuda" else None,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu_threads": torch.get_num_threads(),
         "date": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
     }
+    if device.type == "cuda":
+        memory = torch.cuda.get_device_properties(device).total_memory
+        env["gpu_memory_gib"] = round(memory / 2**30, 1)
+        peak = peak_bandwidth(env["device_name"])
+        env["peak_gb_s"] = None if peak is None else peak.gb_per_s
+    else:
+        env["last_level_cache_bytes"] = last_level_cache_bytes()
+    return env
+
+
+# ---------------------------------------------------------------------------
+# what is timed, and what a timing holds
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One thing to time: ``fn()`` and what it works on.
+
+    ``bytes_moved`` is what one call reads plus what it writes, counted from
+    the tensors it must touch (not what an implementation happens to allocate).
+    """
+
+    name: str
+    fn: Callable[[], object]
+    shapes: dict = field(default_factory=dict)
+    dtype: str | None = None
+    bytes_moved: int | None = None
+    is_copy: bool = False
 
 
 @dataclass
 class Timing:
-    """One measurement: per-call times in milliseconds and what was measured.
+    """One measured row: per-call times in milliseconds and what was measured.
 
-    ``bytes_moved`` (bytes read plus bytes written by one call), when given,
-    turns the median time into an achieved bandwidth.
+    ``copy_ms`` is the median time of a copy moving the same bytes, timed in
+    the same run (None when the row has no byte count).
     """
 
     name: str
     times_ms: list[float]
-    device: str
-    dtype: str | None = None
     shapes: dict = field(default_factory=dict)
+    dtype: str | None = None
     bytes_moved: int | None = None
-    env: dict = field(default_factory=dict)
+    copy_ms: float | None = None
+    is_copy: bool = False
 
     @property
     def median_ms(self) -> float:
@@ -154,11 +246,28 @@ class Timing:
         return q1, q3
 
     @property
+    def spread(self) -> float:
+        """Interquartile range over the median: how much the calls disagree."""
+        q1, q3 = self.quartiles_ms
+        return (q3 - q1) / self.median_ms if self.median_ms > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return self.spread > NOISY_SPREAD
+
+    @property
     def bandwidth_gb_s(self) -> float | None:
-        """Achieved bandwidth ``bytes_moved / median time`` in GB/s (10^9 bytes per second)."""
-        if self.bytes_moved is None:
+        """Achieved bandwidth ``bytes_moved / median time`` in GB/s (10^9 bytes/s)."""
+        if self.bytes_moved is None or self.median_ms <= 0:
             return None
         return self.bytes_moved / (self.median_ms * 1e-3) / 1e9
+
+    @property
+    def ratio_to_copy(self) -> float | None:
+        """Median time over the median of a copy of the same bytes (1 = copy speed)."""
+        if self.copy_ms is None or self.copy_ms <= 0:
+            return None
+        return self.median_ms / self.copy_ms
 
     def ratio_to(self, other: Timing) -> float:
         """How many times longer this takes than ``other`` (median over median)."""
@@ -166,8 +275,12 @@ class Timing:
 
     def to_dict(self) -> dict:
         record = dataclasses.asdict(self)
-        record.update(median_ms=self.median_ms, quartiles_ms=list(self.quartiles_ms))
-        record["bandwidth_gb_s"] = self.bandwidth_gb_s
+        record.update(
+            median_ms=self.median_ms,
+            quartiles_ms=list(self.quartiles_ms),
+            bandwidth_gb_s=self.bandwidth_gb_s,
+            ratio_to_copy=self.ratio_to_copy,
+        )
         return record
 
     @classmethod
@@ -176,9 +289,128 @@ class Timing:
         return cls(**{k: v for k, v in record.items() if k in names})
 
 
+# ---------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------
+
+
 def _synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def _time_once(fn: Callable[[], object], device: torch.device) -> float:
+    """Milliseconds for one call, the device synchronised before and after."""
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    begin = time.perf_counter()
+    fn()
+    return (time.perf_counter() - begin) * 1e3
+
+
+def format_bytes(nbytes: int) -> str:
+    """``33554432`` -> ``'32.0 MiB'``."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def copy_case(nbytes: int, device: torch.device | str) -> Case:
+    """A copy that moves ``nbytes`` in all: read ``nbytes / 2``, write as many.
+
+    The memory-bandwidth limit that a row moving ``nbytes`` is compared with.
+    """
+    if not isinstance(nbytes, int) or nbytes < 8:
+        raise ValueError(f"a copy needs at least 8 bytes moved, got {nbytes!r}")
+    device = torch.device(device)
+    numel = max(1, nbytes // 8)  # float32 elements read (and as many written)
+    source = torch.randn(numel, device=device)
+    target = torch.empty_like(source)
+    return Case(
+        f"copy, {format_bytes(8 * numel)} moved",
+        lambda: target.copy_(source),
+        shapes={"x": [numel]},
+        dtype="float32",
+        bytes_moved=8 * numel,
+        is_copy=True,
+    )
+
+
+def _check_counts(warmup: int, repeats: int) -> None:
+    if not isinstance(warmup, int) or not isinstance(repeats, int):
+        raise ValueError(
+            f"warmup and repeats must be integers, got {warmup!r}, {repeats!r}"
+        )
+    if warmup < 0 or repeats < 1:
+        raise ValueError(
+            f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}"
+        )
+
+
+def measure(
+    cases: Sequence[Case],
+    *,
+    device: torch.device | str | None = None,
+    warmup: int = 3,
+    repeats: int = 20,
+    copy_baselines: bool = True,
+) -> list[Timing]:
+    """Time ``cases`` interleaved, each against a copy of its own bytes.
+
+    Every case (and, with ``copy_baselines``, one copy per distinct byte count,
+    listed after the cases) is called ``warmup`` times, then ``repeats``
+    rounds follow; round ``r`` calls every case once, starting at case ``r``,
+    so no case always runs first or right after the same neighbour.
+    """
+    _check_counts(warmup, repeats)
+    cases = list(cases)
+    if not cases:
+        raise ValueError("measure needs at least one Case")
+    device = torch.device(device) if device is not None else default_device()
+    copies: dict[int, Case] = {}
+    if copy_baselines:
+        own = {case.bytes_moved for case in cases if case.is_copy}
+        for case in cases:
+            nbytes = case.bytes_moved
+            if nbytes is not None and nbytes not in own and nbytes not in copies:
+                copies[nbytes] = copy_case(nbytes, device)
+    everything = cases + list(copies.values())
+    for case in everything:
+        for _ in range(warmup):
+            case.fn()
+    _synchronize(device)
+    times: list[list[float]] = [[] for _ in everything]
+    n = len(everything)
+    for r in range(repeats):
+        for step in range(n):
+            i = (r + step) % n
+            times[i].append(_time_once(everything[i].fn, device))
+    timings = [
+        Timing(
+            case.name,
+            case_times,
+            shapes=dict(case.shapes),
+            dtype=case.dtype,
+            bytes_moved=case.bytes_moved,
+            is_copy=case.is_copy,
+        )
+        for case, case_times in zip(everything, times)
+    ]
+    # a copy among the cases is its own baseline (and that of rows of its size)
+    copy_median = {t.bytes_moved: t.median_ms for t in timings if t.is_copy}
+    for timing in timings:
+        if timing.bytes_moved in copy_median:
+            timing.copy_ms = copy_median[timing.bytes_moved]
+    return timings
 
 
 def time_function(
@@ -192,145 +424,195 @@ def time_function(
     shapes: dict | None = None,
     bytes_moved: int | None = None,
 ) -> Timing:
-    """Time ``fn()`` (no arguments) on ``device``: ``warmup`` untimed calls, then ``repeats`` timed ones.
-
-    On a GPU each call is bracketed by CUDA events and the device is
-    synchronised before reading them, so asynchronous launches are not
-    mistaken for finished work; on the CPU each call is timed with
-    ``time.perf_counter``.
-    """
-    if warmup < 0 or repeats < 1:
-        raise ValueError(
-            f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}"
-        )
-    device = torch.device(device) if device is not None else default_device()
-    for _ in range(warmup):
-        fn()
-    _synchronize(device)
-    times_ms: list[float] = []
-    if device.type == "cuda":
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        for start, end in zip(starts, ends):
-            start.record()
-            fn()
-            end.record()
-        _synchronize(device)
-        times_ms = [start.elapsed_time(end) for start, end in zip(starts, ends)]
-    else:
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            times_ms.append((time.perf_counter() - start) * 1e3)
-    return Timing(
-        name=name,
-        times_ms=times_ms,
-        device=device_name(device),
-        dtype=str(dtype).replace("torch.", "") if dtype is not None else None,
+    """Time one function alone: ``warmup`` untimed calls, then ``repeats`` timed ones."""
+    case = Case(
+        name,
+        fn,
         shapes=dict(shapes or {}),
+        dtype=None if dtype is None else str(dtype).replace("torch.", ""),
         bytes_moved=bytes_moved,
-        env=environment(device),
     )
+    return measure(
+        [case], device=device, warmup=warmup, repeats=repeats, copy_baselines=False
+    )[0]
 
 
-def copy_baseline(
-    like: torch.Tensor,
+# ---------------------------------------------------------------------------
+# the printed table
+# ---------------------------------------------------------------------------
+
+
+def _shape_text(shapes: dict) -> str:
+    parts = []
+    for key, value in shapes.items():
+        if isinstance(value, list | tuple):
+            value = "x".join(str(v) for v in value)
+        parts.append(f"{key} {value}")
+    return ", ".join(parts)
+
+
+def _ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def format_table(
+    timings: Sequence[Timing],
     *,
-    name: str = "copy (same bytes)",
-    warmup: int = 3,
-    repeats: int = 20,
-) -> Timing:
-    """Time copying a tensor the size of ``like`` into a preallocated one: the memory-bandwidth limit.
+    environment: dict | None = None,
+    title: str = "",
+    reference: str | None = None,
+) -> str:
+    """A plain-text table that says what was timed, where, and how it compares.
 
-    A copy reads and writes every byte once, so ``bytes_moved = 2 * nbytes``.
-    A memory-bound kernel that reads one tensor and writes one of the same size
-    cannot beat it; its ratio to this baseline says how close it comes.
+    The header names the device, threads, torch and (when the rows share them)
+    the dtype and shapes; otherwise each row shows its own. Columns: median and
+    interquartile range in ms, achieved GB/s, the fraction of the GPU's
+    data-sheet peak when known, and ``x copy`` (the ratio to a copy of the same
+    bytes from the same run). With ``reference`` (a row's name), ``x ref`` is
+    each row's median over that row's. Noisy rows carry ``*``.
     """
-    source = (
-        torch.empty_like(like).normal_() if like.is_floating_point() else like.clone()
-    )
-    target = torch.empty_like(source)
-    return time_function(
-        lambda: target.copy_(source),
-        name=name,
-        device=like.device,
-        warmup=warmup,
-        repeats=repeats,
-        dtype=like.dtype,
-        shapes={"x": list(like.shape)},
-        bytes_moved=2 * like.numel() * like.element_size(),
-    )
-
-
-def format_table(timings: Sequence[Timing], *, baseline: Timing | None = None) -> str:
-    """A plain-text table: median and quartiles in ms, bandwidth, and the ratio to ``baseline``.
-
-    The header names the device, so a printed table always says where it ran.
-    """
-    if not timings:
-        raise ValueError("format_table needs at least one Timing")
-    devices = sorted({t.device for t in timings})
-    rows = [("what", "median ms", "IQR ms", "GB/s", "x baseline" if baseline else "")]
-    for t in timings:
-        q1, q3 = t.quartiles_ms
-        bandwidth = "" if t.bandwidth_gb_s is None else f"{t.bandwidth_gb_s:.1f}"
-        ratio = f"{t.ratio_to(baseline):.2f}" if baseline else ""
-        rows.append(
-            (t.name, f"{t.median_ms:.4f}", f"{q1:.4f}-{q3:.4f}", bandwidth, ratio)
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
-    env = timings[0].env
-    header = f"device: {', '.join(devices)} | torch {env.get('torch', '?')}"
-    if timings[0].dtype:
-        header += f" | dtype {timings[0].dtype}"
-    return "\n".join([header, *lines])
-
-
-def recorded_results_dir() -> Path:
-    """``book/data/`` of the checkout this package was installed from (editable installs and CI).
-
-    On a runtime without the book (a wheel installed on Colab) the folder does
-    not exist; ``load_results`` then says so instead of guessing.
-    """
-    return Path(__file__).resolve().parent.parent / "book" / "data"
-
-
-def save_results(
-    name: str,
-    timings: Iterable[Timing],
-    *,
-    directory: str | Path | None = None,
-    notes: str = "",
-) -> Path:
-    """Write ``timings`` to ``<directory>/<name>.json`` with the environment they were measured in."""
     timings = list(timings)
     if not timings:
-        raise ValueError("save_results needs at least one Timing")
-    directory = Path(directory) if directory is not None else recorded_results_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}.json"
-    document = {
-        "name": name,
-        "environment": timings[0].env,
-        "notes": notes,
-        "results": [t.to_dict() for t in timings],
-    }
-    path.write_text(json.dumps(document, indent=2) + "\n")
-    return path
+        raise ValueError("format_table needs at least one Timing")
+    names = [t.name for t in timings]
+    if reference is not None and reference not in names:
+        raise ValueError(f"reference {reference!r} is not a row; rows: {names}")
+    ref = None if reference is None else timings[names.index(reference)]
+    env = environment or {}
+    header = []
+    if title:
+        header.append(title)
+    if env:
+        where = f"{env.get('device_name', '?')} ({env.get('device', '?')}"
+        where += f", {env['threads']} threads)" if env.get("threads") else ")"
+        header.append(where)
+        when = str(env.get("date", ""))[:16].replace("T", " ")
+        header.append(f"torch {env.get('torch', '?')}, measured {when} UTC")
+    dtypes = {t.dtype for t in timings if not t.is_copy}
+    shapes = {_shape_text(t.shapes) for t in timings if not t.is_copy}
+    common = []
+    if len(dtypes) == 1 and None not in dtypes:
+        common.append(f"dtype {dtypes.pop()}")
+        show_dtype = False
+    else:
+        show_dtype = True
+    show_shapes = len(shapes) > 1
+    if not show_shapes and shapes and (only := shapes.pop()):
+        common.append(only)
+    if common:
+        header.append("; ".join(common))
+    peak = env.get("peak_gb_s")
+    columns = ["what", "median ms", "IQR ms"]
+    show_bandwidth = any(t.bytes_moved is not None for t in timings)
+    if show_bandwidth:
+        columns.append("GB/s")
+    if peak and show_bandwidth:
+        columns.append("% peak")
+    else:
+        peak = None
+    show_copy = any(t.copy_ms is not None for t in timings)
+    if show_copy:
+        columns.append("x copy")
+    if ref is not None:
+        columns.append("x ref")
+    rows = [columns]
+    for t in timings:
+        q1, q3 = t.quartiles_ms
+        name = t.name + (" *" if t.noisy else "")
+        extra = []
+        if not t.is_copy:
+            if show_shapes and t.shapes:
+                extra.append(_shape_text(t.shapes))
+            if show_dtype and t.dtype:
+                extra.append(t.dtype)
+        row = [name, _ms(t.median_ms), f"{_ms(q1)}-{_ms(q3)}"]
+        bandwidth = t.bandwidth_gb_s
+        if show_bandwidth:
+            row.append("" if bandwidth is None else f"{bandwidth:.1f}")
+        if peak:
+            row.append("" if bandwidth is None else f"{100 * bandwidth / peak:.0f}%")
+        if show_copy:
+            ratio = t.ratio_to_copy
+            row.append("" if ratio is None else f"{ratio:.2f}")
+        if ref is not None:
+            row.append(f"{t.ratio_to(ref):.2f}")
+        rows.append(row)
+        if extra:
+            rows.append(["  " + "; ".join(extra)] + [""] * (len(columns) - 1))
+    widths = [
+        max(len(row[i]) for row in rows if not (i == 0 and row[1] == ""))
+        for i in range(len(columns))
+    ]
+    lines = []
+    for row in rows:
+        if row[1] == "" and row is not rows[0]:
+            lines.append(row[0])  # a row's own shapes, under it
+            continue
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    footer = []
+    if show_copy:
+        footer.append(
+            "x copy: median over that of a copy moving the same bytes in this run"
+        )
+    if ref is not None:
+        footer.append(f"x ref: median over that of {ref.name!r}")
+    if any(t.noisy for t in timings):
+        footer.append(
+            f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too noisy "
+            "to trust, run again"
+        )
+    return "\n".join([*header, *lines, *footer])
 
 
-def load_results(
-    name: str, *, directory: str | Path | None = None
-) -> tuple[dict, list[Timing]] | None:
-    """Read ``<directory>/<name>.json``: ``(environment, timings)``, or None if nothing was recorded."""
-    directory = Path(directory) if directory is not None else recorded_results_dir()
-    path = directory / f"{name}.json"
-    if not path.exists():
-        return None
-    document = json.loads(path.read_text())
-    return document["environment"], [Timing.from_dict(r) for r in document["results"]]
+# ---------------------------------------------------------------------------
+# what a function writes, counted op by op
+# ---------------------------------------------------------------------------
+
+
+def tensors_written(fn: Callable[[], object]) -> list[tuple[str, int]]:
+    """Run ``fn()`` eagerly and list ``(op, bytes)`` for every tensor an op writes.
+
+    Each ATen operator that produces a tensor is seen through a
+    ``TorchDispatchMode``; views (outputs sharing an input's storage, such as
+    slices and transposes) write nothing and are left out, in-place operators
+    count the bytes they overwrite. The count depends only on the code and the
+    shapes, not on the machine: it says how many full-size intermediates an
+    implementation materialises (chapter 10).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    written: list[tuple[str, int]] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = {
+                t.untyped_storage().data_ptr()
+                for t in tree_flatten((args, kwargs or {}))[0]
+                if isinstance(t, torch.Tensor)
+            }
+            in_place = func._schema.name.endswith("_") or any(
+                a.alias_info is not None and a.alias_info.is_write
+                for a in func._schema.arguments
+            )
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                if t.untyped_storage().data_ptr() in inputs and not in_place:
+                    continue  # a view: nothing written
+                written.append((func.__name__, t.numel() * t.element_size()))
+            return out
+
+    with Recorder():
+        fn()
+    return written

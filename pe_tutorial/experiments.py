@@ -33,18 +33,17 @@ import functools
 import json
 import math
 import os
-import platform
 import resource
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
 import torch
 
+from . import bench
 from .data import ByteCorpus, lookback_batch, random_windows, stdlib_corpus
 from .model import SCHEMES, ByteTransformer, ModelConfig
 from .rope_scaling import SCALING_METHODS, RopeScaling
@@ -379,12 +378,6 @@ def _fmt(values: dict) -> str:
     return " ".join(f"{n}:{one(v)}" for n, v in values.items())
 
 
-def _device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return platform.processor() or platform.machine()
-
-
 def _peak_memory_mib() -> float:
     # ru_maxrss is KiB on Linux and bytes on macOS
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -418,13 +411,7 @@ def run_experiments(
         "preset": preset.name,
         "metadata": {
             "command": f"python -m pe_tutorial.experiments --preset {preset.name}",
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "device": str(device),
-            "device_name": _device_name(device),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
+            **bench.environment(device),
             "wall_seconds": wall,
             "peak_memory_mib": _peak_memory_mib(),
             "corpus": runner.corpus.describe(),
@@ -521,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     threads = os.environ.get("OMP_NUM_THREADS")
     print(
-        f"preset {preset.name} on {device} ({_device_name(device)}), "
+        f"preset {preset.name} on {device} ({bench.device_name(device)}), "
         f"{torch.get_num_threads()} threads"
         + (f" (OMP_NUM_THREADS={threads})" if threads else ""),
         flush=True,

@@ -29,6 +29,7 @@ dtype of ``x``; results come back in ``x``'s dtype.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import torch
@@ -97,33 +98,40 @@ def _check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
     return rotary_dim
 
 
-def _check_x(x: torch.Tensor) -> None:
+def _check_x(x: torch.Tensor, name: str = "x") -> None:
     if not isinstance(x, torch.Tensor) or x.ndim < 2:
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(
-            f"x must be a tensor of shape (..., seq, head_dim), got {shape}"
+            f"{name} must be a tensor of shape (..., seq, head_dim), got {shape}"
         )
     if not x.is_floating_point():
         raise ValueError(
-            f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}"
+            f"{name} must be a floating-point tensor (queries or keys), "
+            f"got dtype {x.dtype}"
         )
 
 
-def _resolve_positions(positions: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to exactly ``target`` (cheaper than torch's)."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
+
+
+def _resolve_positions(
+    positions: torch.Tensor | None, x: torch.Tensor, name: str = "x"
+) -> torch.Tensor:
     """Default ``arange(seq)``; otherwise check that integer ``positions`` broadcast to ``x.shape[:-1]``."""
     target = tuple(x.shape[:-1])  # (..., T)
     if positions is None:
         return torch.arange(x.shape[-2], device=x.device)
     require_integer_tensor(positions)
-    try:
-        broadcast = tuple(torch.broadcast_shapes(tuple(positions.shape), target))
-    except RuntimeError:
-        broadcast = None
-    if broadcast != target:
+    if not _broadcasts_to(tuple(positions.shape), target):
         raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast to x's (..., seq) = {target}; "
+            f"positions of shape {tuple(positions.shape)} do not broadcast to "
+            f"{name}'s (..., seq) = {target}; "
             "give one position per token, e.g. torch.arange(seq_len) + offset, or (batch, 1, seq_len) "
-            "per-row positions for x of shape (batch, heads, seq_len, head_dim)"
+            f"per-row positions for {name} of shape (batch, heads, seq_len, head_dim)"
         )
     return positions.to(x.device)
 
@@ -155,9 +163,40 @@ def rope_angles(
     product is formed in float32 whatever dtype the queries have.
     """
     require_integer_tensor(positions)
-    inv_freq = rope_frequencies(head_dim, base=base).to(positions.device)
-    # angle_{m,i} = m * theta_i
-    return positions.to(torch.float32)[..., None] * inv_freq  # (..., T, D/2)
+    inv_freq = _frequencies_on(head_dim, base, positions.device)
+    # angle_{m,i} = m * theta_i; the integer positions are promoted to float32
+    return positions.unsqueeze(-1) * inv_freq  # (..., T, D/2)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_frequencies(
+    head_dim: int, base: float, device: torch.device
+) -> torch.Tensor:
+    return rope_frequencies(head_dim, base=base).to(device)
+
+
+def _frequencies_on(head_dim: int, base: float, device: torch.device) -> torch.Tensor:
+    """``rope_frequencies`` on ``device``, cached per (head_dim, base, device).
+
+    Rebuilding the frequencies (a pow and two casts) on every call costs more
+    than the rotation itself for a handful of tokens. Unhashable or odd
+    arguments, and tracing under torch.compile, skip the cache.
+    """
+    if (
+        type(head_dim) is int
+        and type(base) in (int, float)
+        and not torch.compiler.is_compiling()
+    ):
+        return _cached_frequencies(head_dim, base, device)
+    return rope_frequencies(head_dim, base=base).to(device)
+
+
+def _cos_sin(
+    positions: torch.Tensor, rotary_dim: int, base: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of ``rope_angles``, float32, ``positions.shape + (R/2,)``."""
+    angles = rope_angles(positions, rotary_dim, base=base)
+    return angles.cos(), angles.sin()
 
 
 # ---------------------------------------------------------------------------
@@ -165,30 +204,75 @@ def rope_angles(
 # ---------------------------------------------------------------------------
 
 
+def _pair_views(
+    x: torch.Tensor, pairing: str, rotary_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Views of the channels ``a_i`` and ``b_i`` of the pairs, ``(..., T, R/2)``."""
+    if pairing == "half":
+        half = rotary_dim // 2
+        return x[..., :half], x[..., half:rotary_dim]
+    return x[..., 0:rotary_dim:2], x[..., 1:rotary_dim:2]
+
+
+def _rotate_into(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    pairing: str,
+    rotary_dim: int,
+) -> None:
+    """Write the first ``rotary_dim`` channels of ``x``, rotated, into ``out``.
+
+    No autograd; ``out`` must not overlap ``x``. Four kernels and no
+    temporaries when both are float32; otherwise the pairs are cast to
+    float32 first.
+    """
+    x1, x2 = _pair_views(x, pairing, rotary_dim)
+    o1, o2 = _pair_views(out, pairing, rotary_dim)
+    if x.dtype == torch.float32 and out.dtype == torch.float32:
+        # (y_a, y_b) = (x_a cos - x_b sin, x_b cos + x_a sin)
+        torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=-1)
+        torch.mul(x2, cos, out=o2).addcmul_(x1, sin)
+        return
+    a, b = x1.to(torch.float32), x2.to(torch.float32)
+    o1.copy_((a * cos).addcmul_(b, sin, value=-1))
+    o2.copy_((b * cos).addcmul_(a, sin))
+
+
 def _rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
 ) -> torch.Tensor:
     """Rotate the first ``rotary_dim`` channels of ``x``; cos, sin ``(..., T, R/2)``."""
-    x_rot, x_pass = x[..., :rotary_dim], x[..., rotary_dim:]
-    xf = x_rot.to(torch.float32)
-    if pairing == "half":
-        # (..., T, R/2) each
-        x1, x2 = xf[..., : rotary_dim // 2], xf[..., rotary_dim // 2 :]
-    else:
-        x1, x2 = xf[..., 0::2], xf[..., 1::2]  # (..., T, R/2) each
-    # (y_a, y_b) = (x_a cos - x_b sin, x_a sin + x_b cos)
-    y1 = x1 * cos - x2 * sin
-    y2 = x1 * sin + x2 * cos
+    needs_graph = torch.is_grad_enabled() and (
+        x.requires_grad or cos.requires_grad or sin.requires_grad
+    )
+    # torch.compile and torch.func (vmap, grad) need ops without out=
+    transformed = (
+        torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
+    )
+    if not needs_graph and not transformed:
+        # written straight into the result: no float32 copy, no concatenation
+        out = torch.empty_like(x)
+        _rotate_into(out, x, cos, sin, pairing, rotary_dim)
+        if rotary_dim < x.shape[-1]:
+            # partial rotary: the rest passes through
+            out[..., rotary_dim:].copy_(x[..., rotary_dim:])
+        return out
+    # the same arithmetic with out-of-place ops, which autograd and tracing follow
+    x1, x2 = _pair_views(x.to(torch.float32), pairing, rotary_dim)
+    y1 = (x1 * cos).addcmul(x2, sin, value=-1)
+    y2 = (x2 * cos).addcmul(x1, sin)
     if pairing == "half":
         rotated = torch.cat((y1, y2), dim=-1)  # (..., T, R)
     else:
         # (..., T, R/2, 2) -> (..., T, R)
         rotated = torch.stack((y1, y2), dim=-1).flatten(-2)
     rotated = rotated.to(x.dtype)
-    if x_pass.shape[-1] == 0:
+    if rotary_dim == x.shape[-1]:
         return rotated
     # partial rotary: the rest passes through
-    return torch.cat((rotated, x_pass), dim=-1)
+    return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
 
 
 def apply_rope(
@@ -219,14 +303,15 @@ def apply_rope(
             rest through (partial rotary, as in GPT-NeoX and GPT-J); default all.
 
     Returns a tensor like ``x`` (same shape and dtype); the angles and the
-    rotation are computed in float32.
+    rotation are computed in float32. ``fused_rope.apply_rope_qk`` rotates
+    queries and keys together, in place or compiled (chapter 10).
     """
     _check_x(x)
     pairing = _check_pairing(pairing)
     rotary_dim = _check_rotary_dim(x.shape[-1], rotary_dim)
     positions = _resolve_positions(positions, x)
-    angles = rope_angles(positions, rotary_dim, base=base)  # (..., T, R/2)
-    return _rotate(x, angles.cos(), angles.sin(), pairing, rotary_dim)
+    cos, sin = _cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
+    return _rotate(x, cos, sin, pairing, rotary_dim)
 
 
 # ---------------------------------------------------------------------------

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
 from pe_tutorial import bench
 
-DATA = Path(__file__).resolve().parent.parent / "book" / "data"
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
 
 def make_timing(times, **kwargs):
-    return bench.Timing(name="t", times_ms=list(times), device="cpu", **kwargs)
+    return bench.Timing(name="t", times_ms=list(times), **kwargs)
 
 
 def test_median_and_quartiles():
@@ -48,9 +44,47 @@ def test_time_function_warms_up_then_times_each_repeat():
     assert len(calls) == 7
     assert len(timing.times_ms) == 5 and all(t >= 0 for t in timing.times_ms)
     assert timing.dtype == "float16" and timing.shapes == {"x": [3, 4]}
-    assert timing.device.startswith("CPU") and "threads" in timing.device
-    for key in ("device", "torch", "python", "cpu_threads", "date"):
-        assert key in timing.env
+    assert timing.copy_ms is None
+
+
+def test_measure_interleaves_the_cases_and_rotates_who_goes_first():
+    order = []
+    cases = [bench.Case(name, lambda name=name: order.append(name)) for name in "abc"]
+    timings = bench.measure(cases, device="cpu", warmup=1, repeats=3)
+    assert [t.name for t in timings] == ["a", "b", "c"]
+    assert all(len(t.times_ms) == 3 for t in timings)
+    # warm-up a, b, c; then rounds starting at a, at b, at c
+    assert "".join(order) == "abc" + "abc" + "bca" + "cab"
+
+
+def test_each_row_is_compared_with_a_copy_of_its_own_bytes():
+    cases = [
+        bench.Case("small", lambda: None, bytes_moved=1024),
+        bench.Case("also small", lambda: None, bytes_moved=1024),
+        bench.Case("large", lambda: None, bytes_moved=4096),
+        bench.Case("unsized", lambda: None),
+    ]
+    timings = bench.measure(cases, device="cpu", warmup=0, repeats=3)
+    copies = [t for t in timings if t.is_copy]
+    # one copy per distinct byte count, after the cases
+    assert [t.bytes_moved for t in copies] == [1024, 4096]
+    assert [t.name for t in timings[:4]] == ["small", "also small", "large", "unsized"]
+    by_name = {t.name: t for t in timings}
+    assert by_name["small"].copy_ms == copies[0].median_ms
+    assert by_name["also small"].copy_ms == copies[0].median_ms
+    assert by_name["large"].copy_ms == copies[1].median_ms
+    assert (
+        by_name["unsized"].copy_ms is None and by_name["unsized"].ratio_to_copy is None
+    )
+
+
+def test_copy_case_moves_the_bytes_it_says():
+    case = bench.copy_case(4096, "cpu")
+    # read 2048 bytes (512 float32) and write as many
+    assert case.bytes_moved == 4096 and case.shapes == {"x": [512]}
+    assert case.is_copy and case.name == "copy, 4.0 KiB moved"
+    with pytest.raises(ValueError, match="at least 8 bytes"):
+        bench.copy_case(4, "cpu")
 
 
 def test_time_function_measures_a_known_delay_in_milliseconds():
@@ -69,18 +103,18 @@ def test_time_function_measures_a_known_delay_in_milliseconds():
     assert min(idle.times_ms) < 0.5
 
 
+def test_environment_names_the_machine():
+    env = bench.environment("cpu")
+    assert env["device"] == "cpu" and env["device_name"] == bench.cpu_name()
+    assert env["threads"] == torch.get_num_threads() and env["cuda"] is None
+    for key in ("torch", "python", "platform", "date", "last_level_cache_bytes"):
+        assert key in env
+
+
 @pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
 def test_time_function_rejects_bad_counts(kwargs):
     with pytest.raises(ValueError, match="need warmup >= 0 and repeats >= 1"):
         bench.time_function(lambda: None, name="x", device="cpu", **kwargs)
-
-
-def test_copy_baseline_counts_bytes_read_and_written():
-    like = torch.empty(32, 16, dtype=torch.float32)
-    baseline = bench.copy_baseline(like, repeats=3)
-    assert baseline.bytes_moved == 2 * 32 * 16 * 4
-    assert baseline.shapes == {"x": [32, 16]} and baseline.dtype == "float32"
-    assert baseline.bandwidth_gb_s > 0
 
 
 @pytest.mark.parametrize(
@@ -92,6 +126,7 @@ def test_copy_baseline_counts_bytes_read_and_written():
         ("NVIDIA A100-SXM4-80GB", 2039.0),
         ("NVIDIA H100 80GB HBM3", 3350.0),
         ("NVIDIA H100 PCIe", 2000.0),
+        ("NVIDIA H200", 4800.0),
     ],
 )
 def test_peak_bandwidth_lookup(name, gb_per_s):
@@ -106,68 +141,86 @@ def test_peak_bandwidth_unknown_devices(name):
     assert bench.peak_bandwidth(name) is None
 
 
-def test_format_table_names_device_and_ratios():
-    fast, slow = (
-        make_timing([1.0]),
-        bench.Timing("slow", [3.0], "cpu", dtype="float32", env={"torch": "9.9"}),
-    )
-    table = bench.format_table([slow, fast], baseline=fast)
-    assert table.splitlines()[0].startswith("device: cpu | torch 9.9 | dtype float32")
-    # 3x the baseline
-    assert table.splitlines()[3].split()[0] == "slow" and table.splitlines()[
-        3
-    ].endswith("3.00")
-    with pytest.raises(ValueError):
+def test_spread_marks_noisy_rows():
+    assert make_timing([10.0, 10.0, 10.0, 10.0, 10.0]).spread == 0.0
+    steady = make_timing([9.0, 10.0, 10.0, 10.0, 11.0])
+    noisy = make_timing([5.0, 5.0, 10.0, 15.0, 15.0])
+    # IQR 0 / 10 and 10 / 10
+    assert not steady.noisy and noisy.noisy and noisy.spread == pytest.approx(1.0)
+
+
+ENV = {
+    "device": "cuda:0",
+    "device_name": "NVIDIA H100 80GB HBM3",
+    "threads": 16,
+    "torch": "9.9",
+    "date": "2026-01-02T03:04:05+00:00",
+    "peak_gb_s": 3350.0,
+}
+
+
+def test_format_table_says_what_was_timed_and_compares_with_the_copy():
+    shapes = {"q": [2, 16, 2048, 128]}
+    rope = make_timing([2.0, 2.0, 2.0], bytes_moved=2 * 10**9, shapes=shapes)
+    rope.dtype, rope.copy_ms = "bfloat16", 1.0
+    copy = make_timing([1.0] * 3, bytes_moved=2 * 10**9, is_copy=True)
+    copy.name, copy.copy_ms, copy.dtype = "copy, 1.9 GiB moved", 1.0, "float32"
+    lines = bench.format_table([rope, copy], environment=ENV).splitlines()
+    assert lines[0] == "NVIDIA H100 80GB HBM3 (cuda:0, 16 threads)"
+    assert lines[1] == "torch 9.9, measured 2026-01-02 03:04 UTC"
+    del lines[1]
+    # what every row shares is said once: the dtype and shapes of the timed rows
+    assert lines[1] == "dtype bfloat16; q 2x16x2048x128"
+    assert lines[2].split() == [
+        "what",
+        "median",
+        "ms",
+        "IQR",
+        "ms",
+        "GB/s",
+        "%",
+        "peak",
+        "x",
+        "copy",
+    ]
+    # 2e9 bytes in 2 ms = 1000 GB/s = 30% of 3350; twice the copy's time
+    assert lines[4].split() == ["t", "2.00", "2.00-2.00", "1000.0", "30%", "2.00"]
+    assert lines[5].split()[-1] == "1.00"
+    assert lines[-1].startswith("x copy:")
+
+
+def test_format_table_shows_each_rows_shapes_when_they_differ_and_marks_noise():
+    a = make_timing([1.0, 1.0, 1.0], shapes={"x": [4]})
+    b = make_timing([1.0, 2.0, 3.0], shapes={"x": [8]})
+    b.name = "b"
+    text = bench.format_table([a, b], reference="t")
+    lines = text.splitlines()
+    assert lines[2].startswith("t ") and lines[3] == "  x 4"
+    assert lines[4].startswith("b *") and lines[4].endswith("2.00")
+    assert lines[5] == "  x 8"
+    assert "x ref: median over that of 't'" in text
+    assert "too noisy to trust" in lines[-1]
+    with pytest.raises(ValueError, match="at least one Timing"):
         bench.format_table([])
+    with pytest.raises(ValueError, match="reference 'missing' is not a row"):
+        bench.format_table([a], reference="missing")
 
 
-def test_save_and_load_round_trip(tmp_path):
+def test_timing_round_trips_through_json():
     timing = bench.time_function(
         lambda: None, name="noop", device="cpu", repeats=3, bytes_moved=10
     )
-    path = bench.save_results("suite", [timing], directory=tmp_path, notes="test run")
-    document = json.loads(path.read_text())
-    assert (
-        document["environment"]["device"] == timing.device
-        and document["notes"] == "test run"
-    )
-    environment, loaded = bench.load_results("suite", directory=tmp_path)
-    assert environment == timing.env
-    assert loaded[0].times_ms == timing.times_ms and loaded[0].bytes_moved == 10
-    assert bench.load_results("missing", directory=tmp_path) is None
-    with pytest.raises(ValueError):
-        bench.save_results("empty", [], directory=tmp_path)
+    record = json.loads(json.dumps(timing.to_dict()))
+    assert record["median_ms"] == timing.median_ms
+    assert bench.Timing.from_dict(record) == timing
 
 
-def test_recorded_results_dir_is_the_books_data_folder():
-    assert bench.recorded_results_dir() == DATA
+def test_format_bytes():
+    assert bench.format_bytes(512) == "512 B"
+    assert bench.format_bytes(3 * 2**20) == "3.0 MiB"
+    assert bench.format_bytes(5 * 2**30) == "5.0 GiB"
 
 
-def check_recorded_document(document):
-    for key in ("device", "torch", "date", "python"):
-        assert document["environment"].get(key), f"lacks environment.{key}"
-    for record in document["results"]:
-        assert record["times_ms"] and record["device"]
-        assert record["median_ms"] == pytest.approx(
-            bench.Timing.from_dict(record).median_ms
-        )
-
-
-def test_a_recorded_file_loads_with_its_metadata():
-    """A results file as a GPU run writes it (tests/fixtures) loads into Timings that print."""
-    check_recorded_document(json.loads((FIXTURES / "gpu_run.json").read_text()))
-    environment, timings = bench.load_results("gpu_run", directory=FIXTURES)
-    assert (
-        environment["device"] == "NVIDIA H100 80GB HBM3"
-        and environment["device_type"] == "cuda"
-    )
-    assert [t.name for t in timings] == ["sinusoidal table", "copy (same bytes)"]
-    table = bench.format_table(timings, baseline=timings[-1])
-    assert table.startswith("device: NVIDIA H100 80GB HBM3")
-    # 0.02 ms over 0.01 ms
-    assert table.splitlines()[3].endswith("2.00")
-
-
-@pytest.mark.parametrize("path", sorted(DATA.glob("*.json")), ids=lambda p: p.name)
-def test_every_shipped_results_file_carries_its_metadata(path):
-    check_recorded_document(json.loads(path.read_text()))
+def test_last_level_cache_is_read_when_the_system_says():
+    size = bench.last_level_cache_bytes()
+    assert size is None or size >= 2**16

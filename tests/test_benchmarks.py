@@ -1,47 +1,328 @@
-"""The chapters' timing suites run, name what they measured, and record loadable results (sizes tiny)."""
+"""The timing suites: each chapter's runs at tiny sizes and says what it timed; the CLI
+checks its arguments, writes JSON and records files that the chapters load."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 
 from pe_tutorial import bench, benchmarks
+from pe_tutorial.benchmarks import _core
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CPU = torch.device("cpu")
+
+# every chapter's suite at a size that runs in well under a second
+TINY = {
+    "attention_lengths": {"lengths": [8, 16], "head_dim": 4},
+    "integer_tables": {"num_positions": 16, "dim": 8},
+    "binary_tables": {"num_positions": 16, "num_bits": 8},
+    "absolute_tables": {"num_positions": 16, "dim": 8},
+    "shift_matrix": {"num_positions": 16, "d_model": 8},
+    "rope_implementations": {"shape": (1, 2, 8, 4)},
+    "alibi_attention": {"shape": (1, 2, 8, 4)},
+    "relative_attention": {"shape": (1, 2, 8, 4)},
+    "train_step": {"batch": 2, "seq_len": 8, "schemes": ("nope", "rope")},
+}
 
 
-def test_absolute_tables_suite():
-    timings, baseline = benchmarks.absolute_tables(
-        torch.device("cpu"), num_positions=64, dim=16
+def test_every_chapter_suite_is_registered():
+    chapters = {s.chapter for s in benchmarks.SUITES.values()}
+    assert {"1", "2", "3", "4", "5", "6", "7", "8", "9"} <= chapters
+    assert set(TINY) <= set(benchmarks.SUITES)
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_each_chapter_suite_runs_and_says_what_it_timed(name):
+    result = benchmarks.run(name, "cpu", warmup=0, repeats=2, **TINY[name])
+    assert result.suite == name and result.environment["device"] == "cpu"
+    rows = [t for t in result.timings if not t.is_copy]
+    assert rows and all(len(t.times_ms) == 2 and t.shapes for t in rows)
+    # a row with a byte count has a copy of exactly its bytes beside it
+    copies = {t.bytes_moved: t.median_ms for t in result.timings if t.is_copy}
+    for t in rows:
+        if t.bytes_moved is not None:
+            assert t.copy_ms == copies[t.bytes_moved]
+    table = result.table()
+    assert table.splitlines()[0].startswith(result.environment["device_name"])
+    assert all(t.name in table for t in result.timings)
+    assert max(len(line) for line in table.splitlines()) <= 88
+
+
+def test_byte_counts_follow_the_formulas():
+    tables = benchmarks.run(
+        "absolute_tables", "cpu", warmup=0, repeats=1, num_positions=16, dim=8
     )
-    assert [t.name for t in timings] == [
-        "integer table",
-        "binary table",
-        "sinusoidal table",
-        "lookup in a stored table",
-    ]
-    assert all(
-        t.shapes == {"num_positions": 64, "dim": 16} and t.bytes_moved == 64 * 16 * 4
-        for t in timings
+    # building writes 16 x 8 floats; a lookup reads and writes them
+    assert tables.timing("sinusoidal table").bytes_moved == 16 * 8 * 4
+    assert tables.timing("lookup in a stored table").bytes_moved == 2 * 16 * 8 * 4
+    attention = benchmarks.run(
+        "attention_lengths", "cpu", warmup=0, repeats=1, lengths=[8], head_dim=4
     )
-    assert baseline.bytes_moved == 2 * 64 * 16 * 4
-
-
-def test_self_attention_suite():
-    timings, baseline = benchmarks.self_attention_lengths(
-        torch.device("cpu"), lengths=[8, 16], head_dim=4
+    # (4 T^2 + 4 T D) float32 elements
+    assert attention.timing("attention, T = 8").bytes_moved == (4 * 64 + 4 * 32) * 4
+    bits = benchmarks.run(
+        "binary_tables", "cpu", warmup=0, repeats=1, num_positions=16, num_bits=8
     )
-    assert [t.shapes["q"] for t in timings] == [[1, 8, 4], [1, 16, 4]]
-    assert baseline.shapes == {"x": [1, 16, 16]}
+    assert bits.timing("the same bits as uint8").bytes_moved == 16 * 8
 
 
-def test_command_line_records_a_loadable_file(tmp_path, capsys, monkeypatch):
-    def small(device):
-        return benchmarks.absolute_tables(device, num_positions=32, dim=8)
+def test_attention_suites_compare_with_the_unbiased_kernel():
+    result = benchmarks.run(
+        "alibi_attention", "cpu", warmup=0, repeats=1, **TINY["alibi_attention"]
+    )
+    assert result.reference == "causal SDPA, no bias"
+    assert "x ref" in result.table()
 
-    monkeypatch.setitem(benchmarks.SUITES, "absolute_tables", small)
-    benchmarks.main(
-        ["absolute_tables", "--device", "cpu", "--record", "--out", str(tmp_path)]
+
+def test_gpu_sizes_fit_a_t4(monkeypatch):
+    """The attention suites' batch shrinks until the eager Flex scores fit half the GPU."""
+
+    class Props:
+        total_memory = 15 * 2**30
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props)
+    from pe_tutorial.benchmarks.chapters import _attention_shape
+
+    shape = _attention_shape(torch.device("cuda"), None, torch.float16)
+    batch, heads, seq, _ = shape
+    assert 3.5 * batch * heads * seq * seq * 4 <= 15 * 2**30 / 2
+    assert shape == (2, 16, 4096, 64)
+    Props.total_memory = 80 * 2**30
+    assert _attention_shape(torch.device("cuda"), None, torch.float16)[0] == 4
+
+
+def test_results_round_trip_and_record(tmp_path):
+    result = benchmarks.run(
+        "integer_tables", "cpu", warmup=0, repeats=2, num_positions=8, dim=4
+    )
+    path = benchmarks.record(result, tmp_path)
+    assert path == tmp_path / "bench-integer_tables.json"
+    loaded = benchmarks.load_recorded("integer_tables", tmp_path)
+    assert loaded.to_dict() == json.loads(json.dumps(result.to_dict()))
+    assert benchmarks.load_recorded("binary_tables", tmp_path) is None
+    with pytest.raises(ValueError, match="unknown suite 'nope'"):
+        benchmarks.load_recorded("nope", tmp_path)
+    with pytest.raises(ValueError, match="no 'results' key"):
+        benchmarks.SuiteResult.from_dict({"suite": "x", "environment": {}})
+
+
+def test_show_prints_the_live_table_then_the_recorded_run(capsys):
+    live = benchmarks.run(
+        "absolute_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
+    )
+    benchmarks.show(live, directory=FIXTURES)
+    printed = capsys.readouterr().out
+    live_part, recorded_part = printed.split("recorded run: ")
+    assert live_part.startswith("live run on this machine:")
+    assert recorded_part.startswith("NVIDIA H100 80GB HBM3, 2026-01-01")
+    # the fixture's sinusoidal row is 0.02 ms against a 0.01 ms copy
+    sinusoidal = next(
+        line for line in recorded_part.splitlines() if line.startswith("sinusoidal")
+    )
+    assert sinusoidal.split()[-1] == "2.00" and sinusoidal.split()[-2] == "25%"
+
+
+def test_show_says_how_to_record_when_nothing_was(tmp_path, capsys):
+    live = benchmarks.run(
+        "integer_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
+    )
+    benchmarks.show(live, directory=tmp_path)
+    printed = capsys.readouterr().out
+    assert "No recorded GPU run of 'integer_tables'" in printed
+    assert (
+        "python -m pe_tutorial.benchmarks integer_tables --device cuda --record"
+        in printed
+    )
+
+
+def test_every_shipped_recorded_run_says_where_and_when():
+    for path in sorted(_core.results_dir().glob("bench-*.json")):
+        document = json.loads(path.read_text())
+        result = benchmarks.SuiteResult.from_dict(document)
+        assert result.suite in benchmarks.SUITES, path.name
+        for key in ("device", "device_name", "torch", "date", "python"):
+            assert result.environment.get(key), f"{path.name} lacks environment.{key}"
+        assert all(t.times_ms for t in result.timings)
+
+
+def test_command_line_prints_writes_json_and_records(tmp_path, capsys, monkeypatch):
+    real_run = _core.run
+
+    def small_run(name, device, dtype, **kwargs):
+        return real_run(
+            name, device, dtype, warmup=0, num_positions=8, dim=4, repeats=2
+        )
+
+    monkeypatch.setattr(_core, "run", small_run)
+    out = tmp_path / "out.json"
+    code = benchmarks.main(
+        [
+            "absolute_tables",
+            "--device",
+            "cpu",
+            "--json",
+            str(out),
+            "--record",
+            "--out",
+            str(tmp_path),
+        ]
     )
     printed = capsys.readouterr().out
-    assert printed.startswith("device: CPU") and "recorded in" in printed
-    environment, timings = bench.load_results("absolute_tables", directory=tmp_path)
-    assert environment["device_type"] == "cpu"
-    assert [t.name for t in timings][-1] == "copy (same bytes)"
+    assert code == 0 and "sinusoidal table" in printed and "recorded in" in printed
+    document = json.loads(out.read_text())
+    assert document["environment"]["device"] == "cpu"
+    assert {"name", "median_ms", "shapes", "quartiles_ms"} <= set(
+        document["results"][0]
+    )
+    assert (
+        benchmarks.load_recorded("absolute_tables", tmp_path).suite == "absolute_tables"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["nope"], "unknown suite 'nope'; the suites are: "),
+        (["integer_tables", "--device", "tpu"], "unknown device 'tpu'"),
+        (
+            ["integer_tables", "--dtype", "float8"],
+            "unknown dtype 'float8'; use one of float32",
+        ),
+        (["integer_tables", "--dtype", "float16"], "runs in float32, not 'float16'"),
+        (["integer_tables", "--repeats", "0"], "--repeats must be at least 1"),
+    ],
+)
+def test_command_line_rejects_bad_arguments_listing_the_valid_ones(
+    argv, message, capsys
+):
+    with pytest.raises(SystemExit) as exit_info:
+        benchmarks.main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_asking_for_cuda_without_a_gpu_says_so(capsys):
+    with pytest.raises(SystemExit):
+        benchmarks.main(["integer_tables", "--device", "cuda"])
+    assert "sees no CUDA GPU; use --device cpu" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# chapter 10: rope and attention_bias
+# ---------------------------------------------------------------------------
+
+
+def test_rope_suite_checks_every_row_and_skips_what_cannot_run_here():
+    result = benchmarks.run(
+        "rope", "cpu", warmup=0, repeats=1, shape=(1, 2, 8, 16), compiled=False
+    )
+    names = [t.name for t in result.timings if not t.is_copy]
+    assert names[:5] == [
+        "naive: a dense D x D matrix per token",
+        "apply_rope on q, then on k",
+        "fused: q and k, cos/sin once",
+        "fused, into given outputs (out=)",
+        "fused, in place",
+    ]
+    assert "rotate-half formula, written out" in names
+    notes = "\n".join(result.notes)
+    assert "Triton kernel: skipped, it runs on CUDA GPUs" in notes
+    assert "flash-attn apply_rotary_emb: skipped" in notes
+    assert "disagrees" not in notes
+    # q and k read and written, plus cos and sin: 4 * 1*2*8*16 * 4 + 8 * 16 * 4
+    assert {t.bytes_moved for t in result.timings} == {4 * 256 * 4 + 8 * 16 * 4}
+    assert any(
+        line.startswith("target: within 2x of the copy") for line in result.notes
+    )
+
+
+def test_a_peer_that_disagrees_is_reported_not_timed(monkeypatch):
+    from pe_tutorial.benchmarks import peers
+
+    def wrong(q, k, positions, base):
+        return lambda: (q, k)  # forgets to rotate
+
+    monkeypatch.setitem(peers.PEERS, "a wrong peer", (wrong, "half"))
+    result = benchmarks.run(
+        "rope", "cpu", warmup=0, repeats=1, shape=(1, 1, 4, 8), compiled=False
+    )
+    assert "a wrong peer" not in {t.name for t in result.timings}
+    assert "a wrong peer: skipped, its output disagrees with apply_rope" in result.notes
+
+
+def _rope_result(rows, device="cpu", shape=(2, 16, 2048, 128), dtype="float32"):
+    timings = [
+        bench.Timing(name, [ms], copy_ms=copy, is_copy=name.startswith("copy"))
+        for name, ms, copy in rows
+    ]
+    return benchmarks.SuiteResult(
+        "rope",
+        {"device": device},
+        timings,
+        settings={"shape": list(shape), "dtype": dtype},
+    )
+
+
+def test_rope_targets_are_judged_from_the_measured_ratios():
+    from pe_tutorial.benchmarks.rope import check_targets
+
+    met = check_targets(
+        _rope_result(
+            [
+                ("fused, in place", 15.0, 10.0),
+                ("transformers apply_rotary_pos_emb", 150.0, 10.0),
+                ("copy, 1 MiB moved", 10.0, 10.0),
+            ]
+        )
+    )
+    assert met[0] == "fastest of the package's rows: fused, in place"
+    assert met[1].endswith("measured 1.50x: met")
+    assert met[2].endswith("measured 10.0x: met")
+    missed = check_targets(
+        _rope_result(
+            [
+                ("fused, in place", 25.0, 10.0),
+                ("rotate-half formula, written out", 150.0, 10.0),
+                ("copy, 1 MiB moved", 10.0, 10.0),
+            ],
+            shape=(1, 1, 8, 8),
+        )
+    )
+    assert "this run used other settings" in missed[1]
+    assert missed[2].endswith("measured 2.50x: NOT met")
+    assert "than rotate-half formula, written out; measured 6.0x: NOT met" in missed[3]
+    gpu = check_targets(
+        _rope_result(
+            [
+                ("Triton kernel", 1.1, 1.0),
+                ("Liger liger_rotary_pos_emb", 1.2, 1.0),
+                ("copy, 1 MiB moved", 1.0, 1.0),
+            ],
+            device="cuda:0",
+            shape=(8, 32, 2048, 128),
+            dtype="bfloat16",
+        )
+    )
+    # 1 / 1.1 = 91% of the copy's bandwidth, and faster than Liger
+    assert gpu[1].endswith("measured 91%: met") and gpu[2].endswith("(1): met")
+
+
+def test_attention_bias_suite_compares_with_unbiased_sdpa():
+    result = benchmarks.run(
+        "attention_bias",
+        "cpu",
+        warmup=0,
+        repeats=1,
+        shape=(1, 2, 16, 8),
+        compiled=False,
+    )
+    names = [t.name for t in result.timings]
+    assert names[0] == result.reference == "SDPA, causal mask only"
+    assert {"SDPA + materialised ALiBi", "SDPA + materialised T5"} <= set(names)
+    assert "Flex eager, ALiBi, block mask" in names
+    assert not any("disagrees" in note for note in result.notes)

@@ -101,8 +101,12 @@ def test_chapter_shape(path):
         "chapters show the package code they run"
     )
     assert "{exercise}" in markdown and "{solution}" in markdown
-    assert re.search(r"\bbench\b|format_table", code), (
-        "chapters time something through pe_tutorial.bench"
+    # the timing cell is a named suite (live table and the recorded GPU run)
+    suites = re.findall(r'benchmarks\.run\("(\w+)"', code)
+    assert suites, "a chapter's timing cell runs a suite: benchmarks.run(NAME)"
+    assert "benchmarks.show(" in code, "and shows it beside the recorded run"
+    assert not re.search(r"time_function|bench\.measure", code), (
+        "no inline timing: add a suite to pe_tutorial.benchmarks"
     )
     assert "plt.show()" in code, "chapters plot what matters"
     tagged = [
@@ -157,6 +161,7 @@ def test_environment_yml_names_the_same_dependencies_as_pyproject():
     extras = (
         project["optional-dependencies"]["book"]
         + project["optional-dependencies"]["test"]
+        + project["optional-dependencies"]["bench"]
     )
     assert sorted(map(normalise, pip)) == sorted(map(normalise, extras))
 

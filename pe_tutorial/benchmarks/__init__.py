@@ -1,0 +1,46 @@
+"""The timing suites: one per chapter, plus ``rope`` and ``attention_bias`` (chapter 10).
+
+A chapter's timing cell is one call::
+
+    from pe_tutorial import benchmarks
+    benchmarks.show(benchmarks.run("absolute_tables"))
+
+which prints the live table and, under it, the recorded GPU run of the same
+suite that ships with the package. From a shell::
+
+    python -m pe_tutorial.benchmarks rope --device cpu --json out.json
+    python -m pe_tutorial.benchmarks absolute_tables --device cuda --record
+
+``--record`` writes ``pe_tutorial/results/bench-<suite>.json``, the file the
+chapters read. Every row is timed interleaved with the others and compared
+with a copy of its own bytes (``pe_tutorial.bench``).
+"""
+
+from __future__ import annotations
+
+from . import attention_bias, chapters, rope  # noqa: F401  (register the suites)
+from ._core import (
+    SUITES,
+    Plan,
+    Suite,
+    SuiteResult,
+    load_recorded,
+    record,
+    results_dir,
+    run,
+    show,
+)
+from .cli import main
+
+__all__ = [
+    "SUITES",
+    "Plan",
+    "Suite",
+    "SuiteResult",
+    "run",
+    "show",
+    "record",
+    "load_recorded",
+    "results_dir",
+    "main",
+]

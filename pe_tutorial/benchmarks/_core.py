@@ -1,0 +1,255 @@
+"""The machinery of the suites: a registry, a runner, results that save and load.
+
+A suite builds a ``Plan`` (the cases to time, plus notes such as rows skipped
+on this device and compile times) for a device and dtype; ``run`` times it
+with ``bench.measure`` and returns a ``SuiteResult`` that prints as a table,
+saves as JSON and loads back. Recorded GPU results ship inside the package
+(``pe_tutorial/results/bench-<suite>.json``), so an installed package (Colab)
+shows them too.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from .. import bench
+
+RESULTS_PACKAGE = "pe_tutorial"
+RESULTS_FOLDER = "results"
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+@dataclass
+class Plan:
+    """What a suite will time on one device: cases, and what to say besides.
+
+    ``notes`` are printed under the table (rows skipped here and why, compile
+    times, which peer library versions ran); ``reference`` names the row the
+    others are compared with when a copy is not the right yardstick.
+    """
+
+    cases: list[bench.Case]
+    notes: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    reference: str | None = None
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A named benchmark: ``build(device, dtype, **options) -> Plan``."""
+
+    name: str
+    chapter: str
+    description: str
+    build: Callable[..., Plan]
+    dtypes: tuple[str, ...] = ("float32",)
+    gpu_dtype: str = "float32"
+    warmup: int = 3
+    repeats: int = 20
+    cpu_repeats: int = 10
+    # lines printed under the table from the measured rows (e.g. targets met)
+    report: Callable[[SuiteResult], list[str]] | None = None
+
+
+SUITES: dict[str, Suite] = {}
+
+
+def register(suite: Suite) -> Suite:
+    if suite.name in SUITES:
+        raise ValueError(f"a suite named {suite.name!r} is already registered")
+    SUITES[suite.name] = suite
+    return suite
+
+
+@dataclass
+class SuiteResult:
+    """One run of a suite: its rows, where it ran, and its notes."""
+
+    suite: str
+    environment: dict
+    timings: list[bench.Timing]
+    notes: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    reference: str | None = None
+    command: str = ""
+
+    def table(self, title: str = "") -> str:
+        text = bench.format_table(
+            self.timings,
+            environment=self.environment,
+            title=title,
+            reference=self.reference,
+        )
+        notes = [
+            textwrap.fill(note, width=88, subsequent_indent="  ") for note in self.notes
+        ]
+        return "\n".join([text, *notes])
+
+    def timing(self, name: str) -> bench.Timing:
+        """The row called ``name`` (ValueError listing the rows otherwise)."""
+        for timing in self.timings:
+            if timing.name == name:
+                return timing
+        names = [t.name for t in self.timings]
+        raise ValueError(f"no row {name!r} in suite {self.suite!r}; rows: {names}")
+
+    def to_dict(self) -> dict:
+        return {
+            "suite": self.suite,
+            "command": self.command,
+            "environment": self.environment,
+            "settings": self.settings,
+            "reference": self.reference,
+            "notes": self.notes,
+            "results": [t.to_dict() for t in self.timings],
+        }
+
+    @classmethod
+    def from_dict(cls, document: dict) -> SuiteResult:
+        for key in ("suite", "environment", "results"):
+            if key not in document:
+                raise ValueError(f"not a suite result: no {key!r} key")
+        return cls(
+            suite=document["suite"],
+            environment=document["environment"],
+            timings=[bench.Timing.from_dict(r) for r in document["results"]],
+            notes=list(document.get("notes", [])),
+            settings=dict(document.get("settings", {})),
+            reference=document.get("reference"),
+            command=document.get("command", ""),
+        )
+
+
+def check_suite(name: str) -> Suite:
+    if name not in SUITES:
+        raise ValueError(
+            f"unknown suite {name!r}; the suites are: {', '.join(sorted(SUITES))}"
+        )
+    return SUITES[name]
+
+
+def check_device(device: torch.device | str | None) -> torch.device:
+    """``None`` means the default device; CUDA is refused where there is none."""
+    if device is None:
+        return bench.default_device()
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(
+            f"unknown device {device!r}; use 'cpu' or 'cuda' (or 'cuda:N')"
+        ) from error
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {str(device)!r}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "device 'cuda' was asked for but this torch sees no CUDA GPU; "
+            "use --device cpu"
+        )
+    return device
+
+
+def check_dtype(suite: Suite, dtype: str | torch.dtype | None, device) -> torch.dtype:
+    if dtype is None:
+        dtype = suite.gpu_dtype if device.type == "cuda" else "float32"
+    name = str(dtype).replace("torch.", "")
+    if name not in suite.dtypes:
+        raise ValueError(
+            f"suite {suite.name!r} runs in {', '.join(suite.dtypes)}, not {name!r}"
+        )
+    return DTYPES[name]
+
+
+def run(
+    name: str,
+    device: torch.device | str | None = None,
+    dtype: str | torch.dtype | None = None,
+    *,
+    warmup: int | None = None,
+    repeats: int | None = None,
+    **options,
+) -> SuiteResult:
+    """Run suite ``name`` on ``device`` (default: the GPU if any) and return its result.
+
+    ``options`` go to the suite's builder (sizes; see each suite's docstring).
+    """
+    suite = check_suite(name)
+    device = check_device(device)
+    dtype = check_dtype(suite, dtype, device)
+    plan = suite.build(device, dtype, **options)
+    if repeats is None:
+        repeats = suite.repeats if device.type == "cuda" else suite.cpu_repeats
+    timings = bench.measure(
+        plan.cases,
+        device=device,
+        warmup=suite.warmup if warmup is None else warmup,
+        repeats=repeats,
+    )
+    command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
+    result = SuiteResult(
+        suite=name,
+        environment=bench.environment(device),
+        timings=timings,
+        notes=list(plan.notes),
+        settings={"dtype": str(dtype).replace("torch.", ""), **plan.settings},
+        reference=plan.reference,
+        command=command,
+    )
+    if suite.report is not None:
+        result.notes.extend(suite.report(result))
+    return result
+
+
+def results_dir() -> Path:
+    """The package's ``results`` folder, where recorded runs ship (and ``--record`` writes)."""
+    return Path(str(resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER))
+
+
+def results_path(name: str, directory: str | Path | None = None) -> Path:
+    folder = Path(directory) if directory is not None else results_dir()
+    return folder / f"bench-{name}.json"
+
+
+def record(result: SuiteResult, directory: str | Path | None = None) -> Path:
+    """Write ``result`` to ``bench-<suite>.json`` in the package (or ``directory``)."""
+    path = results_path(result.suite, directory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    return path
+
+
+def load_recorded(name: str, directory: str | Path | None = None) -> SuiteResult | None:
+    """The recorded run of suite ``name`` shipped with the package, or None."""
+    check_suite(name)
+    path = results_path(name, directory)
+    if not path.is_file():
+        return None
+    return SuiteResult.from_dict(json.loads(path.read_text()))
+
+
+def show(result: SuiteResult, *, directory: str | Path | None = None) -> None:
+    """Print a live result and, under it, the recorded GPU run of the same suite."""
+    print(result.table("live run on this machine:"))
+    recorded = load_recorded(result.suite, directory)
+    print()
+    if recorded is None:
+        print(
+            f"No recorded GPU run of {result.suite!r} ships with this version. "
+            "On a GPU:\n"
+            f"  python -m pe_tutorial.benchmarks {result.suite} --device cuda --record"
+        )
+        return
+    env = recorded.environment
+    title = f"recorded run: {env.get('device_name')}, {env.get('date', '')[:10]}"
+    print(recorded.table(title + f" ({recorded.command}):"))

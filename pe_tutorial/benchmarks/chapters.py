@@ -1,0 +1,473 @@
+"""The suites behind the timing cells of chapters 1 to 9.
+
+Each builder takes a device and a dtype (and sizes, with defaults that are
+small on the CPU and larger on a GPU) and returns the ``Plan`` to time. Bytes
+are counted as read plus written, from the tensors a call must touch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .. import bench
+from ..absolute import (
+    binary_encoding,
+    integer_encoding,
+    sinusoidal_at,
+    sinusoidal_encoding,
+    sinusoidal_shift_matrix,
+)
+from ..alibi import ALiBiBias
+from ..attention import attend, dot_product_attention, flex_available
+from ..bench import Case
+from ..relative import ShawRelativePosition, T5RelativeBias
+from ..rope import apply_rope, apply_rope_complex, apply_rope_matrix
+from ..schemes import ALiBiScheme, ShawScheme, T5BiasScheme
+from ._core import Plan, Suite, register
+
+
+def _on_gpu(device: torch.device) -> bool:
+    return device.type == "cuda"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def attention_lengths(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    lengths: list[int] | None = None,
+    head_dim: int = 64,
+) -> Plan:
+    """Naive single-head attention at growing lengths T (chapter 1).
+
+    Unfused attention writes the T x T scores, reads them for the softmax,
+    writes the weights and reads them for the product with v; with q, k, v and
+    the output that is ``(4 T^2 + 4 T D)`` elements moved.
+    """
+    if lengths is None:
+        lengths = [1024, 2048, 4096, 8192] if _on_gpu(device) else [256, 512, 1024]
+    cases = []
+    for seq_len in lengths:
+        q, k, v = torch.randn(3, 1, seq_len, head_dim, device=device, dtype=dtype)
+        cases.append(
+            Case(
+                f"attention, T = {seq_len}",
+                lambda q=q, k=k, v=v: dot_product_attention(q, k, v),
+                shapes={"q, k, v": [1, seq_len, head_dim]},
+                dtype=_dtype_name(dtype),
+                bytes_moved=(4 * seq_len**2 + 4 * seq_len * head_dim)
+                * q.element_size(),
+            )
+        )
+    return Plan(cases, settings={"lengths": lengths, "head_dim": head_dim})
+
+
+def _table_size(device, num_positions, dim):
+    if num_positions is None:
+        num_positions = 8192 if _on_gpu(device) else 2048
+    return num_positions, dim
+
+
+def integer_tables(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    num_positions: int | None = None,
+    dim: int = 512,
+) -> Plan:
+    """The raw and the length-normalised integer tables (chapter 2): each writes N x d floats."""
+    num_positions, dim = _table_size(device, num_positions, dim)
+    shapes = {"table": [num_positions, dim]}
+    nbytes = num_positions * dim * 4
+    cases = [
+        Case(
+            "integer table, PE[p] = p",
+            lambda: integer_encoding(num_positions, dim, device=device),
+            shapes,
+            "float32",
+            nbytes,
+        ),
+        Case(
+            "normalised, PE[p] = p / T",
+            lambda: integer_encoding(num_positions, dim, normalize=True, device=device),
+            shapes,
+            "float32",
+            nbytes,
+        ),
+    ]
+    return Plan(cases, settings=shapes)
+
+
+def _bits_as_bytes(num_positions: int, num_bits: int, device) -> torch.Tensor:
+    positions = torch.arange(num_positions, dtype=torch.int32, device=device)
+    bits = torch.arange(num_bits, dtype=torch.int32, device=device)
+    return ((positions[:, None] >> bits) & 1).to(torch.uint8)
+
+
+def binary_tables(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    num_positions: int | None = None,
+    num_bits: int = 512,
+) -> Plan:
+    """The binary table as float32 (``binary_encoding``) and the same bits as bytes (chapter 3).
+
+    Both compute the same bits; the float table writes 4 bytes per bit, the
+    byte table 1, so the table's size, not the arithmetic, sets the cost.
+    """
+    num_positions, num_bits = _table_size(device, num_positions, num_bits)
+    check = _bits_as_bytes(num_positions, num_bits, device)
+    if not torch.equal(check.float(), binary_encoding(num_positions, num_bits)):
+        raise AssertionError("the byte table's bits differ from binary_encoding's")
+    shapes = {"table": [num_positions, num_bits]}
+    cases = [
+        Case(
+            "binary table, float32 bits",
+            lambda: binary_encoding(num_positions, num_bits, device=device),
+            shapes,
+            "float32",
+            num_positions * num_bits * 4,
+        ),
+        Case(
+            "the same bits as uint8",
+            lambda: _bits_as_bytes(num_positions, num_bits, device),
+            shapes,
+            "uint8",
+            num_positions * num_bits,
+        ),
+    ]
+    return Plan(cases, settings=shapes)
+
+
+def absolute_tables(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    num_positions: int | None = None,
+    dim: int = 512,
+) -> Plan:
+    """Build each absolute table of chapters 2-4, and look rows up in a stored one (chapter 4).
+
+    Building writes ``N x d`` floats; a lookup reads as many and writes as many.
+    """
+    num_positions, dim = _table_size(device, num_positions, dim)
+    shapes = {"table": [num_positions, dim]}
+    nbytes = num_positions * dim * 4
+    stored = nn.Embedding(num_positions, dim).to(device).requires_grad_(False)
+    positions = torch.arange(num_positions, device=device)
+    cases = [
+        Case(
+            "integer table",
+            lambda: integer_encoding(num_positions, dim, device=device),
+            shapes,
+            "float32",
+            nbytes,
+        ),
+        Case(
+            "binary table",
+            lambda: binary_encoding(num_positions, num_bits=dim, device=device),
+            shapes,
+            "float32",
+            nbytes,
+        ),
+        Case(
+            "sinusoidal table",
+            lambda: sinusoidal_encoding(num_positions, dim, device=device),
+            shapes,
+            "float32",
+            nbytes,
+        ),
+        Case(
+            "lookup in a stored table",
+            lambda: stored(positions),
+            shapes,
+            "float32",
+            2 * nbytes,
+        ),
+    ]
+    return Plan(cases, settings=shapes)
+
+
+def shift_matrix(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    num_positions: int | None = None,
+    d_model: int = 512,
+    shift: int = 7,
+) -> Plan:
+    """Positions p + k: recomputed with sin/cos, or the stored table times M_k (chapter 5).
+
+    Both read an N x d table (or its positions) and write one; the product also
+    reads the d x d matrix.
+    """
+    if num_positions is None:
+        num_positions = 16384 if _on_gpu(device) else 2048
+    positions = torch.arange(num_positions, device=device)
+    table = sinusoidal_at(positions, d_model)
+    m_k = sinusoidal_shift_matrix(shift, d_model).to(device)
+    if not torch.allclose(
+        table @ m_k.T, sinusoidal_at(positions + shift, d_model), atol=1e-3
+    ):
+        raise AssertionError("table @ M_k^T is not the table at p + k")
+    shapes = {"table": [num_positions, d_model]}
+    nbytes = 2 * table.numel() * 4
+    cases = [
+        Case(
+            "recompute sin/cos at p + k",
+            lambda: sinusoidal_at(positions + shift, d_model),
+            shapes,
+            "float32",
+            nbytes,
+        ),
+        Case(
+            "table @ M_k^T (dense d x d)",
+            lambda: table @ m_k.T,
+            shapes,
+            "float32",
+            nbytes + m_k.numel() * 4,
+        ),
+    ]
+    return Plan(cases, settings={**shapes, "shift": shift})
+
+
+def rope_implementations(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    shape: tuple[int, int, int, int] | None = None,
+) -> Plan:
+    """RoPE three ways on one (B, H, T, D) tensor: dense matrix, complex, pairs (chapter 6).
+
+    Each reads x and writes y, ``2 x nbytes``; the matrix product also does a
+    D x D multiply per token, which is why it is far from the copy.
+    """
+    if shape is None:
+        shape = (4, 16, 1024, 64) if _on_gpu(device) else (1, 8, 512, 64)
+    x = torch.randn(shape, device=device, dtype=dtype)
+    positions = torch.arange(shape[-2], device=device)
+    implementations = {
+        "dense matrix (apply_rope_matrix)": apply_rope_matrix,
+        "complex (apply_rope_complex)": apply_rope_complex,
+        "pairs (apply_rope)": apply_rope,
+    }
+    expected = apply_rope(x, positions)
+    for name, fn in implementations.items():
+        if not torch.allclose(fn(x, positions), expected, atol=1e-4):
+            raise AssertionError(f"{name} disagrees with apply_rope")
+    nbytes = 2 * x.numel() * x.element_size()
+    cases = [
+        Case(
+            name, lambda fn=fn: fn(x, positions), {"x": list(shape)}, "float32", nbytes
+        )
+        for name, fn in implementations.items()
+    ]
+    return Plan(cases, settings={"shape": list(shape)})
+
+
+def _attention_shape(device, shape, dtype):
+    """(B, H, T, D): (1, 8, 512, 64) on the CPU; (B, 16, 4096, 64) on a GPU.
+
+    B is chosen so that the eager Flex path, whose peak is about 3.3 times its
+    float32 scores (B H T^2 4 bytes; measured on the CPU), takes at most half
+    the GPU's memory: a 15 GB T4 gets B = 2, an 80 GB H100 B = 4.
+    """
+    if shape is not None:
+        return tuple(shape)
+    if not _on_gpu(device):
+        return (1, 8, 512, 64)
+    heads, seq, head_dim = 16, 4096, 64
+    memory = torch.cuda.get_device_properties(device).total_memory
+    batch = 4
+    while batch > 1 and 3.5 * batch * heads * seq * seq * 4 > memory / 2:
+        batch //= 2
+    return (batch, heads, seq, head_dim)
+
+
+def _no_grad(fn):
+    def call():
+        with torch.no_grad():
+            return fn()
+
+    return call
+
+
+def _bias_attention_plan(device, dtype, shape, schemes: dict, flex_scheme) -> Plan:
+    batch, heads, seq, head_dim = shape
+    q, k, v = (
+        torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype)
+        for _ in range(3)
+    )
+    shapes = {"q, k, v": list(shape)}
+    name = _dtype_name(dtype)
+    reference = "causal SDPA, no bias"
+    cases = [
+        Case(
+            reference, lambda: attend(q, k, v, causal=True, kernel="sdpa"), shapes, name
+        )
+    ]
+    for label, scheme in schemes.items():
+        cases.append(
+            Case(
+                f"SDPA + materialised {label}",
+                lambda scheme=scheme: attend(
+                    q, k, v, scheme, causal=True, kernel="sdpa"
+                ),
+                shapes,
+                name,
+            )
+        )
+    notes = []
+    if flex_available():
+        label, scheme = flex_scheme
+        cases.append(
+            Case(
+                f"Flex, {label} score_mod (eager)",
+                lambda: attend(q, k, v, scheme, causal=True, kernel="flex"),
+                shapes,
+                name,
+            )
+        )
+    else:
+        notes.append("Flex row skipped: this torch has no FlexAttention")
+    for case in cases:
+        case.fn = _no_grad(case.fn)
+    return Plan(
+        cases, notes=notes, settings={"shape": list(shape)}, reference=reference
+    )
+
+
+def alibi_attention(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    shape: tuple[int, int, int, int] | None = None,
+) -> Plan:
+    """Causal attention with no bias, a materialised ALiBi bias, and Flex's score_mod (chapter 7)."""
+    shape = _attention_shape(device, shape, dtype)
+    scheme = ALiBiScheme(ALiBiBias(shape[1])).to(device)
+    return _bias_attention_plan(
+        device, dtype, shape, {"ALiBi": scheme}, ("ALiBi", scheme)
+    )
+
+
+def relative_attention(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    shape: tuple[int, int, int, int] | None = None,
+) -> Plan:
+    """Causal attention with materialised T5 and Shaw biases, and T5 through Flex (chapter 8)."""
+    shape = _attention_shape(device, shape, dtype)
+    t5 = T5BiasScheme(T5RelativeBias(shape[1], bidirectional=False)).to(device)
+    shaw = ShawScheme(ShawRelativePosition(16, shape[-1])).to(device)
+    return _bias_attention_plan(
+        device, dtype, shape, {"T5 bias": t5, "Shaw bias": shaw}, ("T5", t5)
+    )
+
+
+def train_step(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    batch: int | None = None,
+    seq_len: int | None = None,
+    schemes: tuple[str, ...] | None = None,
+) -> Plan:
+    """One forward and backward pass of chapter 9's quick model, per scheme (chapter 9)."""
+    from ..experiments import PRESETS
+    from ..model import SCHEMES, ByteTransformer, ModelConfig
+
+    if batch is None or seq_len is None:
+        default = (64, 256) if _on_gpu(device) else (16, 64)
+        batch, seq_len = batch or default[0], seq_len or default[1]
+    schemes = tuple(SCHEMES) if schemes is None else schemes
+    model_settings = PRESETS["quick"].model
+    tokens = torch.randint(0, 256, (batch, seq_len + 1), device=device)
+    cases = []
+    for scheme in schemes:
+        config = ModelConfig(scheme=scheme, max_positions=seq_len, **model_settings)
+        model = ByteTransformer(config).to(device)
+
+        def step(model=model):
+            logits = model(tokens[:, :-1])
+            loss = nn.functional.cross_entropy(
+                logits.flatten(0, 1), tokens[:, 1:].flatten()
+            )
+            loss.backward()
+
+        cases.append(
+            Case(f"train step, {scheme}", step, {"tokens": [batch, seq_len]}, "float32")
+        )
+    return Plan(
+        cases,
+        settings={"batch": batch, "seq_len": seq_len, "model": model_settings},
+        reference=cases[0].name,
+    )
+
+
+for _suite in (
+    Suite("attention_lengths", "1", "attention at growing lengths", attention_lengths),
+    Suite("integer_tables", "2", "raw and normalised integer tables", integer_tables),
+    Suite("binary_tables", "3", "binary table as floats and as bytes", binary_tables),
+    Suite("absolute_tables", "4", "building and looking up tables", absolute_tables),
+    Suite("shift_matrix", "5", "p + k by recomputing or by M_k", shift_matrix),
+    Suite(
+        "rope_implementations",
+        "6",
+        "RoPE: matrix, complex, pairs",
+        rope_implementations,
+    ),
+    Suite(
+        "alibi_attention",
+        "7",
+        "ALiBi: materialised vs score_mod",
+        alibi_attention,
+        dtypes=("float32", "float16", "bfloat16"),
+        gpu_dtype="float16",
+        warmup=2,
+        cpu_repeats=5,
+    ),
+    Suite(
+        "relative_attention",
+        "8",
+        "T5 and Shaw biases",
+        relative_attention,
+        dtypes=("float32", "float16", "bfloat16"),
+        gpu_dtype="float16",
+        warmup=2,
+        cpu_repeats=5,
+    ),
+    Suite("train_step", "9", "one training step per scheme", train_step, warmup=2),
+):
+    register(_suite)
+
+
+def copy_sizes(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    sizes: list[int] | None = None,
+) -> Plan:
+    """Copies from well inside the cache to well past it: the two regimes (chapter 10).
+
+    ``sizes`` are bytes moved per copy (half read, half written). By default
+    they run from 256 KiB to four times the last-level cache on a CPU (64 MiB
+    where sysfs does not say) and from 1 MiB to 4 GiB on a GPU.
+    """
+    if sizes is None:
+        if _on_gpu(device):
+            sizes = [2**p for p in range(20, 33, 2)]
+        else:
+            cache = bench.last_level_cache_bytes() or 2**24
+            sizes = [2**p for p in range(18, 31) if 2**p <= 4 * cache]
+    cases = [bench.copy_case(nbytes, device) for nbytes in sizes]
+    return Plan(cases, settings={"sizes": sizes})
+
+
+register(Suite("copy_sizes", "10", "copy bandwidth from cache to memory", copy_sizes))

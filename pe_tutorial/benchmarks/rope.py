@@ -1,0 +1,289 @@
+"""The ``rope`` suite: RoPE on q and k, the package's paths beside the peers' (chapter 10).
+
+Rows, interleaved in one run: the dense matrix per token (the naive form, only
+where it is small enough), ``apply_rope`` on q then k, the fused eager path
+(q and k together, cos and sin once), the same in place, the compiled path and
+the Triton kernel (on CUDA), then the peers (``peers.PEERS``) that are
+installed, and copies of the same bytes. Every row is checked against
+``apply_rope`` before it is timed.
+
+Bytes moved by one call: q and k read and written, plus the cos and sin
+tables read once: ``4 * q.nbytes + T * R * 4``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import fused_rope, rope_triton
+from ..bench import Case
+from ..rope import apply_rope, apply_rope_matrix
+from . import peers
+from ._core import Plan, Suite, register
+
+# the dense matrix per token is skipped above this many multiply-adds per call
+_MATRIX_LIMIT = 2**28
+
+
+def default_shape(device: torch.device) -> tuple[int, int, int, int]:
+    """(B, H, T, D): (8, 32, 2048, 128) on a GPU; (2, 16, 2048, 128) on a CPU.
+
+    On the CPU q and k are 16 MiB each in float32, and a call moves 64 MiB:
+    more than the last-level cache of the machines the book is built on, so
+    the copy measures memory, not cache.
+    """
+    return (8, 32, 2048, 128) if device.type == "cuda" else (2, 16, 2048, 128)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
+    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
+    return torch.allclose(a.float(), b.float(), atol=tolerance, rtol=tolerance)
+
+
+def _checked_case(name, fn, expected, dtype, notes, *, layout="bhtd") -> Case | None:
+    """A Case for ``fn`` if its output matches ``expected``; else a note and None."""
+    out_q, out_k = fn()
+    if layout == "bthd":
+        out_q, out_k = out_q.transpose(1, 2), out_k.transpose(1, 2)
+    if not (_close(out_q, expected[0], dtype) and _close(out_k, expected[1], dtype)):
+        notes.append(f"{name}: skipped, its output disagrees with apply_rope")
+        return None
+    return Case(name, fn)
+
+
+def rope_suite(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    shape: tuple[int, int, int, int] | None = None,
+    base: float = 10000.0,
+    compiled: bool = True,
+    include_peers: bool = True,
+) -> Plan:
+    """RoPE on q and k of ``shape`` (B, H, T, D), every implementation at hand."""
+    shape = tuple(shape) if shape is not None else default_shape(device)
+    batch, heads, seq, head_dim = shape
+    q, k = (torch.randn(shape, device=device, dtype=dtype) for _ in range(2))
+    positions = torch.arange(seq, device=device)
+    expected = (
+        apply_rope(q, positions, base=base),
+        apply_rope(k, positions, base=base),
+    )
+    cos_sin = fused_rope.rope_cos_sin(positions, head_dim, base=base)
+    notes: list[str] = []
+    cases: list[Case | None] = []
+
+    macs = 2 * batch * heads * seq * head_dim * head_dim
+    if macs <= _MATRIX_LIMIT:
+        cases.append(
+            _checked_case(
+                "naive: a dense D x D matrix per token",
+                lambda: (
+                    apply_rope_matrix(q, positions, base=base),
+                    apply_rope_matrix(k, positions, base=base),
+                ),
+                expected,
+                dtype,
+                notes,
+            )
+        )
+    else:
+        notes.append(
+            f"naive dense matrix skipped: {macs / 1e9:.1f} G multiply-adds a call "
+            "here (chapter 6 times it at a small size)"
+        )
+    cases.append(
+        _checked_case(
+            "apply_rope on q, then on k",
+            lambda: (
+                apply_rope(q, positions, base=base),
+                apply_rope(k, positions, base=base),
+            ),
+            expected,
+            dtype,
+            notes,
+        )
+    )
+    cases.append(
+        _checked_case(
+            "fused: q and k, cos/sin once",
+            lambda: fused_rope.apply_rope_qk(q, k, cos_sin=cos_sin),
+            expected,
+            dtype,
+            notes,
+        )
+    )
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    cases.append(
+        _checked_case(
+            "fused, into given outputs (out=)",
+            lambda: fused_rope.apply_rope_qk(q, k, cos_sin=cos_sin, out=(q_out, k_out)),
+            expected,
+            dtype,
+            notes,
+        )
+    )
+    # in place: the check runs on copies, the timed calls keep turning q and k
+    q_in, k_in = q.clone(), k.clone()
+    fused_rope.apply_rope_qk(q_in, k_in, cos_sin=cos_sin, inplace=True)
+    if _close(q_in, expected[0], dtype) and _close(k_in, expected[1], dtype):
+        cases.append(
+            Case(
+                "fused, in place",
+                lambda: fused_rope.apply_rope_qk(
+                    q_in, k_in, cos_sin=cos_sin, inplace=True
+                ),
+            )
+        )
+    else:
+        notes.append("fused, in place: skipped, its output disagrees with apply_rope")
+    if compiled:
+        for label, out in (
+            ("new outputs", None),
+            ("into given outputs", (q_out, k_out)),
+        ):
+            name = f"compiled, {label}"
+            try:
+                fast, seconds = fused_rope.compile_rope_qk(
+                    q, k, cos_sin=cos_sin, out=out
+                )
+            except RuntimeError as error:
+                notes.append(f"{name}: skipped, {error}")
+                continue
+            cases.append(
+                _checked_case(
+                    name,
+                    lambda fast=fast: fast(q, k, cos_sin=cos_sin),
+                    expected,
+                    dtype,
+                    notes,
+                )
+            )
+            notes.append(f"{name}: compiling took {seconds:.1f} s, not in its row")
+    ok, reason = rope_triton.triton_status(device)
+    if device.type != "cuda":
+        notes.append(
+            "Triton kernel: skipped, it runs on CUDA GPUs (the tests check it on "
+            "the CPU in Triton's interpreter, which is far too slow to time)"
+        )
+    elif ok:
+        cases.append(
+            _checked_case(
+                "Triton kernel",
+                lambda: rope_triton.apply_rope_qk_triton(q, k, cos_sin=cos_sin),
+                expected,
+                dtype,
+                notes,
+            )
+        )
+    else:
+        notes.append(f"Triton kernel: skipped, {reason}")
+    if include_peers:
+        for name, (build, pairing) in peers.PEERS.items():
+            try:
+                fn = build(q, k, positions, base)
+            except peers.PeerUnavailable as why:
+                notes.append(f"{name}: skipped, {why}")
+                continue
+            want = expected
+            if pairing != "half":
+                want = tuple(
+                    apply_rope(t, positions, base=base, pairing=pairing) for t in (q, k)
+                )
+            layout = getattr(fn, "layout", "bhtd")
+            cases.append(_checked_case(name, fn, want, dtype, notes, layout=layout))
+    nbytes = 4 * q.numel() * q.element_size() + seq * head_dim * 4
+    kept = [case for case in cases if case is not None]
+    dtype_name = str(dtype).replace("torch.", "")
+    for case in kept:
+        case.shapes = {"q, k": list(shape)}
+        case.dtype = dtype_name
+        case.bytes_moved = nbytes
+    return Plan(kept, notes=notes, settings={"shape": list(shape), "base": base})
+
+
+# the issue's targets, at the shapes they name
+CPU_TARGET = {
+    "shape": [2, 16, 2048, 128],
+    "dtype": "float32",
+    "x_copy": 2.0,
+    "vs_hf": 8.0,
+}
+GPU_TARGET = {"shape": [8, 32, 2048, 128], "dtype": "bfloat16", "of_copy": 0.85}
+
+
+def fastest_own(result) -> object:
+    """The fastest row that is the package's own (not a peer, not a copy)."""
+    own = [t for t in result.timings if not t.is_copy and t.name not in peers.PEERS]
+    return min(own, key=lambda t: t.median_ms)
+
+
+def hugging_face_row(result):
+    """transformers' own function when it ran, else the rotate-half formula."""
+    names = {t.name: t for t in result.timings}
+    for name in (
+        "transformers apply_rotary_pos_emb",
+        "rotate-half formula, written out",
+    ):
+        if name in names:
+            return names[name]
+    return None
+
+
+def check_targets(result) -> list[str]:
+    """The targets, each with the ratio measured in this run and whether it is met."""
+    best = fastest_own(result)
+    on_gpu = result.environment["device"].startswith("cuda")
+    target = GPU_TARGET if on_gpu else CPU_TARGET
+    lines = [f"fastest of the package's rows: {best.name}"]
+    if result.settings.get("shape") != target["shape"] or (
+        result.settings.get("dtype") != target["dtype"]
+    ):
+        lines.append(
+            f"(the targets are set for q, k of {tuple(target['shape'])} in "
+            f"{target['dtype']}; this run used other settings)"
+        )
+    if on_gpu:
+        share = 1 / best.ratio_to_copy
+        met = share >= target["of_copy"]
+        lines.append(
+            f"target: at least {target['of_copy']:.0%} of the copy's bandwidth; "
+            f"measured {share:.0%}: {'met' if met else 'NOT met'}"
+        )
+        own_peers = [t for t in result.timings if t.name in peers.PEERS]
+        slower = all(best.median_ms < t.median_ms for t in own_peers)
+        lines.append(
+            f"target: faster than every peer that ran ({len(own_peers)}): "
+            f"{'met' if slower else 'NOT met'}"
+        )
+        return lines
+    ratio = best.ratio_to_copy
+    lines.append(
+        f"target: within {target['x_copy']:.0f}x of the copy; measured "
+        f"{ratio:.2f}x: {'met' if ratio <= target['x_copy'] else 'NOT met'}"
+    )
+    hf = hugging_face_row(result)
+    if hf is not None:
+        speedup = hf.median_ms / best.median_ms
+        met = speedup >= target["vs_hf"]
+        lines.append(
+            f"target: at least {target['vs_hf']:.0f}x faster than {hf.name}; "
+            f"measured {speedup:.1f}x: {'met' if met else 'NOT met'}"
+        )
+    return lines
+
+
+register(
+    Suite(
+        "rope",
+        "10",
+        "RoPE on q and k: the package's paths and the peers",
+        rope_suite,
+        dtypes=("float32", "float16", "bfloat16"),
+        gpu_dtype="bfloat16",
+        warmup=3,
+        repeats=20,
+        cpu_repeats=10,
+        report=check_targets,
+    )
+)
