@@ -117,6 +117,12 @@ def test_chapter_shape(path):
     assert tagged, (
         "each chapter guards at least one deterministic output with the nbval-check-output tag"
     )
+    for cell in tagged:
+        # glue() emits a display output that nbval would compare (and reject)
+        assert "glue(" not in cell_text(cell), (
+            f"{path.name}: a cell tagged nbval-check-output calls glue(); "
+            "glue in the next, untagged cell"
+        )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
