@@ -3,7 +3,7 @@
 A measurement is a list of ``Case`` objects (a name, a function of no
 arguments, the shapes and dtype it works on, and the bytes it reads plus the
 bytes it writes). ``measure`` warms each case up, then times them *interleaved*
-(round ``r`` calls every case once, in a rotated order) so that a busy
+(each round calls every case once, in a shuffled order) so that a busy
 neighbour or a change of clock speed hits every row alike. On a GPU each call
 is bracketed by CUDA events and the device is synchronised before they are
 read; on the CPU ``time.perf_counter`` times each call.
@@ -24,6 +24,7 @@ import dataclasses
 import datetime as _dt
 import functools
 import platform
+import random
 import re
 import statistics
 import time
@@ -368,8 +369,10 @@ def measure(
 
     Every case (and, with ``copy_baselines``, one copy per distinct byte count,
     listed after the cases) is called ``warmup`` times, then ``repeats``
-    rounds follow; round ``r`` calls every case once, starting at case ``r``,
-    so no case always runs first or right after the same neighbour.
+    rounds follow; each round calls every case once, in an order shuffled
+    afresh (seeded, so a run is repeatable), so no case always runs first or
+    right after the same neighbour: a heavy row that leaves the caches cold
+    or memory to be faulted back in does not always slow down the same row.
     """
     _check_counts(warmup, repeats)
     cases = list(cases)
@@ -389,10 +392,9 @@ def measure(
             case.fn()
     _synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
-    n = len(everything)
-    for r in range(repeats):
-        for step in range(n):
-            i = (r + step) % n
+    order = random.Random(0)
+    for _ in range(repeats):
+        for i in order.sample(range(len(everything)), len(everything)):
             times[i].append(_time_once(everything[i].fn, device))
     timings = [
         Timing(

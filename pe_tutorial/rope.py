@@ -309,9 +309,31 @@ def apply_rope(
     _check_x(x)
     pairing = _check_pairing(pairing)
     rotary_dim = _check_rotary_dim(x.shape[-1], rotary_dim)
-    positions = _resolve_positions(positions, x)
-    cos, sin = _cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
+    if positions is None and _cacheable(base, x.shape[-2] * rotary_dim):
+        # 0 .. seq - 1: the same table for every call of this size
+        cos, sin = _arange_cos_sin(x.shape[-2], rotary_dim, base, x.device)
+    else:
+        positions = _resolve_positions(positions, x)
+        cos, sin = _cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
     return _rotate(x, cos, sin, pairing, rotary_dim)
+
+
+def _cacheable(base, table_size: int) -> bool:
+    # tables up to 4 MiB each (32 kept); past that, computing them is amortised
+    return (
+        type(base) in (int, float)
+        and table_size <= 2**20
+        and not torch.compiler.is_compiling()
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _arange_cos_sin(
+    seq_len: int, rotary_dim: int, base: float, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of positions ``0 .. seq_len - 1``, kept for the next call."""
+    positions = torch.arange(seq_len, device=device)
+    return _cos_sin(positions, rotary_dim, base)
 
 
 # ---------------------------------------------------------------------------

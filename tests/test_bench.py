@@ -47,14 +47,26 @@ def test_time_function_warms_up_then_times_each_repeat():
     assert timing.copy_ms is None
 
 
-def test_measure_interleaves_the_cases_and_rotates_who_goes_first():
+def test_measure_interleaves_the_cases_in_shuffled_rounds():
     order = []
-    cases = [bench.Case(name, lambda name=name: order.append(name)) for name in "abc"]
-    timings = bench.measure(cases, device="cpu", warmup=1, repeats=3)
-    assert [t.name for t in timings] == ["a", "b", "c"]
-    assert all(len(t.times_ms) == 3 for t in timings)
-    # warm-up a, b, c; then rounds starting at a, at b, at c
-    assert "".join(order) == "abc" + "abc" + "bca" + "cab"
+    cases = [bench.Case(name, lambda name=name: order.append(name)) for name in "abcd"]
+    timings = bench.measure(cases, device="cpu", warmup=1, repeats=12)
+    assert [t.name for t in timings] == ["a", "b", "c", "d"]
+    assert all(len(t.times_ms) == 12 for t in timings)
+    assert "".join(order[:4]) == "abcd"  # the warm-up, in order
+    rounds = ["".join(order[4 + 4 * r : 8 + 4 * r]) for r in range(12)]
+    # every round calls every case once
+    assert all(sorted(r) == list("abcd") for r in rounds)
+    # not always the same case first, nor always the same neighbour before a case
+    assert len({r[0] for r in rounds}) > 1
+    for name in "abcd":
+        before = {r[r.index(name) - 1] for r in rounds if r.index(name) > 0}
+        assert len(before) > 1, f"{name} always follows {before}"
+    # seeded: a second run calls them in the same order
+    again = []
+    cases = [bench.Case(name, lambda name=name: again.append(name)) for name in "abcd"]
+    bench.measure(cases, device="cpu", warmup=1, repeats=12)
+    assert again == order
 
 
 def test_each_row_is_compared_with_a_copy_of_its_own_bytes():

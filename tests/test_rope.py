@@ -815,3 +815,24 @@ def test_other_bad_input_is_rejected():
         )
     with pytest.raises(ValueError, match="built for 8"):
         RotaryEmbedding(8)(torch.randn(3, 16))
+
+
+def test_default_positions_reuse_one_cos_sin_table():
+    from pe_tutorial import rope
+
+    x = torch.randn(2, 3, 7, 8)
+    before = rope._arange_cos_sin.cache_info().hits
+    first = apply_rope(x)
+    second = apply_rope(x * 2)
+    assert rope._arange_cos_sin.cache_info().hits >= before + 1
+    # the same numbers as explicit positions 0 .. T-1, bit for bit
+    assert torch.equal(first, apply_rope(x, torch.arange(7)))
+    assert torch.equal(second, apply_rope(x * 2, torch.arange(7)))
+    # another length, base or rotary_dim is another table
+    assert torch.equal(
+        apply_rope(x[..., :5, :]), apply_rope(x[..., :5, :], torch.arange(5))
+    )
+    assert torch.equal(
+        apply_rope(x, base=500.0, rotary_dim=4),
+        apply_rope(x, torch.arange(7), base=500.0, rotary_dim=4),
+    )
