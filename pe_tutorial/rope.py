@@ -175,6 +175,11 @@ def _cached_frequencies(
     return rope_frequencies(head_dim, base=base).to(device)
 
 
+def _cacheable(base) -> bool:
+    """Whether a table for ``base`` may be kept: a plain number, and not while tracing."""
+    return type(base) in (int, float) and not torch.compiler.is_compiling()
+
+
 def _frequencies_on(head_dim: int, base: float, device: torch.device) -> torch.Tensor:
     """``rope_frequencies`` on ``device``, cached per (head_dim, base, device).
 
@@ -182,11 +187,7 @@ def _frequencies_on(head_dim: int, base: float, device: torch.device) -> torch.T
     than the rotation itself for a handful of tokens. Unhashable or odd
     arguments, and tracing under torch.compile, skip the cache.
     """
-    if (
-        type(head_dim) is int
-        and type(base) in (int, float)
-        and not torch.compiler.is_compiling()
-    ):
+    if type(head_dim) is int and _cacheable(base):
         return _cached_frequencies(head_dim, base, device)
     return rope_frequencies(head_dim, base=base).to(device)
 
@@ -309,22 +310,15 @@ def apply_rope(
     _check_x(x)
     pairing = _check_pairing(pairing)
     rotary_dim = _check_rotary_dim(x.shape[-1], rotary_dim)
-    if positions is None and _cacheable(base, x.shape[-2] * rotary_dim):
+    # tables up to 4 MiB each (32 kept); past that, computing them is amortised
+    small = x.shape[-2] * rotary_dim <= 2**20
+    if positions is None and small and _cacheable(base):
         # 0 .. seq - 1: the same table for every call of this size
         cos, sin = _arange_cos_sin(x.shape[-2], rotary_dim, base, x.device)
     else:
         positions = _resolve_positions(positions, x)
         cos, sin = _cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
     return _rotate(x, cos, sin, pairing, rotary_dim)
-
-
-def _cacheable(base, table_size: int) -> bool:
-    # tables up to 4 MiB each (32 kept); past that, computing them is amortised
-    return (
-        type(base) in (int, float)
-        and table_size <= 2**20
-        and not torch.compiler.is_compiling()
-    )
 
 
 @functools.lru_cache(maxsize=32)

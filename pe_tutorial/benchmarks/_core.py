@@ -164,6 +164,8 @@ def check_dtype(suite: Suite, dtype: str | torch.dtype | None, device) -> torch.
     if dtype is None:
         dtype = suite.gpu_dtype if device.type == "cuda" else "float32"
     name = str(dtype).replace("torch.", "")
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
     if name not in suite.dtypes:
         raise ValueError(
             f"suite {suite.name!r} runs in {', '.join(suite.dtypes)}, not {name!r}"
