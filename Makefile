@@ -27,7 +27,8 @@ CACHE_KEY := $(CACHE)/pe_tutorial-$(PACKAGE_HASH)
 BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 REPORTS := _build/html/reports
 
-.PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean
+.PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
+	assignments grade
 
 help:
 	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
@@ -35,6 +36,9 @@ help:
 	@echo "             notebook), then nbval over the executed notebooks (tagged outputs re-checked)"
 	@echo "make format  apply ruff's formatting and safe fixes"
 	@echo "make strip   remove outputs from the notebooks before committing (nbstripout)"
+	@echo "make assignments               otter assign every master in book/assignments into"
+	@echo "                               _build/assignments (student notebooks, autograders)"
+	@echo "make grade NAME=rope SUBMISSIONS=dir   grade a folder of submissions into dir/grades.csv"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -88,6 +92,15 @@ format: install
 
 strip: install
 	find book -name '*.ipynb' ! -path '*/.ipynb_checkpoints/*' -exec $(BIN)/nbstripout {} +
+
+# The course assignments (see book/instructors.md): student notebooks and autograders, with the
+# solutions graded by Otter; then a folder of submissions graded into a CSV table.
+assignments: install
+	$(BIN)/python tools/assignments.py build
+
+grade: install
+	@test -n "$(NAME)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade NAME=rope SUBMISSIONS=dir"; exit 2; }
+	$(BIN)/python tools/assignments.py grade $(NAME) $(SUBMISSIONS)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

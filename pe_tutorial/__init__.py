@@ -30,8 +30,8 @@ holds one idea:
 - ``train``        seeded training, bits per byte at several lengths (chapter 9)
 - ``experiments``  chapter 9's presets and CLI; ``results/`` holds recorded runs
 - ``notebook``     ``glue`` that works with MyST-NB and without it (Colab)
-- ``checks``       check a learner's sinusoidal table, RoPE, ALiBi slopes, T5 buckets, with a
-                   diagnosis of the usual mistakes
+- ``checks``       check a learner's sinusoidal table, RoPE, ALiBi slopes, T5 buckets and
+                   RoPE scaling, with a diagnosis of the usual mistakes
 """
 
 from . import symbolic

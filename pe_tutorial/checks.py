@@ -14,7 +14,11 @@ the usual mistakes, says which mistake it is and where to look:
   (chapter 7);
 - ``check_t5_bucket(fn)``: ``fn(relative_position, *, bidirectional,
   num_buckets, max_distance)`` like ``relative.t5_relative_position_bucket``
-  (chapter 8).
+  (chapter 8);
+- ``check_scaled_frequencies(fn, method)``: ``fn(head_dim, *, factor, base)``
+  like ``rope_scaling.scaled_rope_frequencies(head_dim, method, ...)`` for
+  position interpolation (``"linear"``) and NTK-aware scaling (``"ntk"``)
+  (chapter 9).
 
 The assignments in ``book/assignments`` use them as their public tests.
 """
@@ -28,13 +32,15 @@ import torch
 from .absolute import sinusoidal_encoding
 from .alibi import alibi_slopes
 from .relative import t5_relative_position_bucket
-from .rope import apply_rope, rope_angles
+from .rope import apply_rope, rope_angles, rope_frequencies
+from .rope_scaling import scaled_rope_frequencies
 
 __all__ = [
     "check_sinusoidal",
     "check_apply_rope",
     "check_alibi_slopes",
     "check_t5_bucket",
+    "check_scaled_frequencies",
 ]
 
 
@@ -363,3 +369,68 @@ def check_t5_bucket(fn: Callable[..., torch.Tensor]) -> None:
                 f"{int(got[relative == first][0])}, expected "
                 f"{int(want[relative == first][0])}"
             )
+
+
+# ---------------------------------------------------------------------------
+# chapter 9: context extension
+# ---------------------------------------------------------------------------
+
+_SCALINGS = {
+    "linear": "position interpolation: theta_i / factor",
+    "ntk": "NTK-aware: base * factor ** (D / (D - 2)) in place of base",
+}
+
+
+def check_scaled_frequencies(fn: Callable[..., torch.Tensor], method: str) -> None:
+    """Check ``fn(head_dim, *, factor, base)`` against ``scaled_rope_frequencies``
+    with ``method`` ``"linear"`` (position interpolation) or ``"ntk"``
+    (NTK-aware base), chapter 9: inverse frequencies of shape ``(head_dim / 2,)``.
+    """
+    if method not in _SCALINGS:
+        raise ValueError(f"method must be one of {sorted(_SCALINGS)}, got {method!r}")
+    for head_dim, factor, base in (
+        (8, 2.0, 10000.0),
+        (64, 4.0, 10000.0),
+        (128, 8.0, 5e5),
+    ):
+        what = f"fn({head_dim}, factor={factor}, base={base:g})"
+        got = _call(fn, what, head_dim, factor=factor, base=base)
+        _check_shape(got, (head_dim // 2,), what)
+        want, _ = scaled_rope_frequencies(head_dim, method, factor=factor, base=base)
+        # relative tolerance: the slowest frequencies are tiny
+        if torch.allclose(got.double(), want.double(), rtol=1e-5, atol=0):
+            continue
+        plain = rope_frequencies(head_dim, base=base).double()
+        i = torch.arange(head_dim // 2, dtype=torch.float64)
+        mistakes = [
+            (plain, "the factor is ignored: these are plain RoPE frequencies"),
+            (
+                plain * factor,
+                "the frequencies are multiplied by the factor; to stretch the "
+                "trained range they must turn slower, so divide",
+            ),
+            (
+                (base * factor) ** (-2 * i / head_dim),
+                "the base is multiplied by the factor itself; NTK-aware scaling "
+                "uses factor ** (D / (D - 2)), so that the slowest pair turns "
+                "exactly factor times slower",
+            ),
+            (
+                plain / factor,
+                "these are position-interpolation frequencies (theta_i / factor); "
+                "NTK-aware scaling changes the base instead",
+            ),
+            (
+                (base * factor ** (head_dim / (head_dim - 2))) ** (-2 * i / head_dim),
+                "these are NTK-aware frequencies (a larger base); position "
+                "interpolation divides every theta_i by the factor",
+            ),
+        ]
+        for candidate, message in mistakes:
+            if got.shape == candidate.shape and torch.allclose(
+                got.double(), candidate, rtol=1e-5, atol=0
+            ):
+                raise AssertionError(f"{what}, {_SCALINGS[method]}: {message}")
+        raise AssertionError(
+            f"{what}, {_SCALINGS[method]}, is wrong; {_first_difference(got, want)}"
+        )

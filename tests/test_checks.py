@@ -223,3 +223,58 @@ def test_t5_wrong_log_buckets_are_named():
 
     with pytest.raises(AssertionError, match="the logarithmic ones are not"):
         checks.check_t5_bucket(rounded)
+
+
+# ---------------------------------------------------------------------------
+# context extension (chapter 9), frequencies written out as a learner would
+# ---------------------------------------------------------------------------
+
+
+def frequency_loop(head_dim, base):
+    return torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)])
+
+
+def interpolation(head_dim, *, factor, base=10000.0):
+    return frequency_loop(head_dim, base) / factor
+
+
+def ntk(head_dim, *, factor, base=10000.0):
+    return frequency_loop(head_dim, base * factor ** (head_dim / (head_dim - 2)))
+
+
+def test_scaled_frequencies_reference_passes():
+    checks.check_scaled_frequencies(interpolation, "linear")
+    checks.check_scaled_frequencies(ntk, "ntk")
+
+
+@pytest.mark.parametrize(
+    "method, wrong, diagnosis",
+    [
+        ("linear", lambda d, *, factor, base=1e4: frequency_loop(d, base), "ignored"),
+        (
+            "linear",
+            lambda d, *, factor, base=1e4: frequency_loop(d, base) * factor,
+            "multiplied by the factor",
+        ),
+        ("linear", ntk, "these are NTK-aware frequencies"),
+        ("ntk", interpolation, "these are position-interpolation frequencies"),
+        (
+            "ntk",
+            lambda d, *, factor, base=1e4: frequency_loop(d, base * factor),
+            "factor ** (D / (D - 2))",
+        ),
+        (
+            "ntk",
+            lambda d, *, factor, base=1e4: frequency_loop(d, base + factor),
+            "the largest difference is at index",
+        ),
+    ],
+)
+def test_scaling_mistakes_are_named(method, wrong, diagnosis):
+    with pytest.raises(AssertionError, match=re.escape(diagnosis)):
+        checks.check_scaled_frequencies(wrong, method)
+
+
+def test_scaled_frequencies_rejects_an_unknown_method():
+    with pytest.raises(ValueError, match="method must be one of"):
+        checks.check_scaled_frequencies(ntk, "yarn")

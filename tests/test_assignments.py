@@ -1,0 +1,258 @@
+"""The Otter-Grader assignments (book/assignments): ``otter assign`` builds every
+master, the student notebooks hold no solution, no hidden test and no MyST, the
+reference solutions pass every test, and deliberately wrong implementations fail
+with the diagnosis a student needs (issue 11)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("otter", reason="otter-grader is in the test extra")
+
+from otter.test_files import ExceptionTestFile  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import assignments  # noqa: E402
+
+NAMES = ["alibi", "context_extension", "rope", "sinusoidal", "t5_buckets"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("assignments")
+    # the solutions are graded in-process below, which is faster than otter's run_tests
+    assignments.build(None, out, run_tests=False)
+    return out
+
+
+def reference_environment(built: Path, name: str) -> dict:
+    """The globals after running the solutions notebook's code (Otter's cells left out)."""
+    env: dict = {"__name__": "__main__"}
+    notebook = json.loads((built / name / "autograder" / f"{name}.ipynb").read_text())
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or "otter" in source or "grader." in source:
+            continue
+        exec(compile(source, f"{name}.ipynb", "exec"), env)
+    return env
+
+
+def run_question(built: Path, name: str, question: str, env: dict) -> ExceptionTestFile:
+    source = assignments.test_files(built / name)[question]
+    tests = ExceptionTestFile.from_string(source, path=f"{question}.py")
+    tests.run(env)
+    return tests
+
+
+def test_the_masters_are_the_expected_ones():
+    assert [p.stem for p in assignments.masters()] == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_notebook_holds_no_solution_hidden_test_or_myst(built, name):
+    master = assignments.MASTERS / f"{name}.ipynb"
+    student = built / name / "student" / f"{name}.ipynb"
+    assert assignments.student_problems(master, student) == []
+    # the checker finds what it looks for: the solutions notebook has all three kinds
+    solutions = built / name / "autograder" / f"{name}.ipynb"
+    problems = assignments.student_problems(master, solutions)
+    assert any(p.startswith("solution line left in") for p in problems)
+
+
+def test_the_student_checker_flags_myst(tmp_path):
+    master = assignments.MASTERS / "alibi.ipynb"
+    notebook = json.loads(master.read_text())
+    notebook["cells"].append(
+        {"cell_type": "markdown", "metadata": {}, "source": "As {cite:p}`press2022` showed."}
+    )
+    student = tmp_path / "alibi.ipynb"
+    student.write_text(json.dumps(notebook))
+    assert any("MyST" in p for p in assignments.student_problems(master, student))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_question_has_public_and_hidden_tests(built, name):
+    files = assignments.test_files(built / name)
+    assert files, name
+    for question, source in files.items():
+        assert "hidden=False" in source, (name, question)
+        assert "hidden=True" in source, (name, question)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_solutions_pass_every_test(built, name):
+    env = reference_environment(built, name)
+    for question in assignments.test_files(built / name):
+        tests = run_question(built, name, question, env)
+        assert tests.passed_all, tests.summary()
+        assert tests.score == tests.possible > 0
+
+
+# (assignment, question, wrong code, what the failure says; None: only a hidden test fails)
+WRONG = [
+    (
+        "sinusoidal",
+        "q1",
+        """
+        def sinusoidal_encoding(num_positions, dim):
+            i = torch.arange(dim // 2)
+            angles = torch.arange(num_positions)[:, None] * 10000.0 ** (-2 * i / dim)
+            return torch.cat((angles.sin(), angles.cos()), dim=-1)
+        """,
+        "concatenated",
+    ),
+    (
+        "sinusoidal",
+        "q2",
+        """
+        def shift_matrix(k, dim):
+            m = torch.zeros(dim, dim)
+            for i in range(dim // 2):
+                a = k * 10000.0 ** (-2 * i / dim)
+                m[2 * i, 2 * i], m[2 * i, 2 * i + 1] = math.cos(a), -math.sin(a)
+                m[2 * i + 1, 2 * i], m[2 * i + 1, 2 * i + 1] = math.sin(a), math.cos(a)
+            return m
+        """,
+        "+sin(k w)",
+    ),
+    (
+        "rope",
+        "q1",
+        """
+        def rope_frequencies(head_dim, base=10000.0):
+            return base ** (-torch.arange(head_dim // 2) / head_dim)
+        """,
+        "rope_frequencies(8) = ",
+    ),
+    (
+        "rope",
+        "q2",
+        """
+        def apply_rope(x, positions=None, *, pairing="half"):
+            other = "interleaved" if pairing == "half" else "half"
+            return reference_rope(x, positions, pairing=other)
+        """,
+        "pairing",
+    ),
+    (
+        "rope",
+        "q2",
+        """
+        def apply_rope(x, positions=None, *, pairing="half"):
+            if positions is None:
+                positions = torch.arange(1, x.shape[-2] + 1)
+            return reference_rope(x, positions, pairing=pairing)
+        """,
+        None,
+    ),
+    (
+        "alibi",
+        "q1",
+        """
+        def alibi_slopes(num_heads):
+            return torch.tensor([2.0 ** (-8 * (h + 1) / num_heads) for h in range(num_heads)])
+        """,
+        "right for powers of two",
+    ),
+    (
+        "alibi",
+        "q2",
+        """
+        def alibi_bias(num_heads, seq_len):
+            i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)
+            return -alibi_slopes(num_heads)[:, None, None] * (j - i).clamp(min=0).float()
+        """,
+        "transposed",
+    ),
+    (
+        "t5_buckets",
+        "q1",
+        """
+        def t5_relative_position_bucket(relative_position, **options):
+            return reference_bucket(-relative_position, **options)
+        """,
+        "reversed",
+    ),
+    (
+        "t5_buckets",
+        "q2",
+        """
+        def t5_bias(table, seq_len):
+            p = torch.arange(seq_len)
+            buckets = t5_relative_position_bucket(p[None, :] - p[:, None])
+            return torch.tensor(table.tolist())[buckets].permute(2, 0, 1)
+        """,
+        None,
+    ),
+    (
+        "context_extension",
+        "q1",
+        """
+        def interpolated_frequencies(head_dim, *, factor, base=10000.0):
+            i = torch.arange(head_dim // 2, dtype=torch.float64)
+            return (base ** (-2 * i / head_dim) * factor).float()
+        """,
+        "multiplied by the factor",
+    ),
+    (
+        "context_extension",
+        "q2",
+        """
+        def ntk_frequencies(head_dim, *, factor, base=10000.0):
+            i = torch.arange(head_dim // 2, dtype=torch.float64)
+            return ((base * factor) ** (-2 * i / head_dim)).float()
+        """,
+        "factor ** (D / (D - 2))",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, question, wrong, says",
+    WRONG,
+    ids=[f"{n}-{q}-{i}" for i, (n, q, *_) in enumerate(WRONG)],
+)
+def test_wrong_implementations_fail(built, name, question, wrong, says):
+    from pe_tutorial.relative import t5_relative_position_bucket
+    from pe_tutorial.rope import apply_rope
+
+    env = reference_environment(built, name)
+    env.update(reference_rope=apply_rope, reference_bucket=t5_relative_position_bucket)
+    exec(textwrap.dedent(wrong), env)
+    tests = run_question(built, name, question, env)
+    assert not tests.passed_all
+    assert tests.score < tests.possible
+    public = [r for r in tests.test_case_results if not r.test_case.hidden]
+    if says is None:
+        # only a hidden test can tell: the public ones pass
+        assert all(r.passed for r in public), tests.summary()
+    else:
+        failed = [r.message for r in public if not r.passed]
+        assert failed and says in failed[0], failed
+
+
+def test_grading_a_folder_writes_the_grade_table(built, tmp_path):
+    """The instructor's path: graded by Otter (a kernel per submission), one CSV row each."""
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    solutions = json.loads((built / "alibi" / "autograder" / "alibi.ipynb").read_text())
+    (submissions / "ada.ipynb").write_text(json.dumps(solutions))
+    for cell in solutions["cells"]:
+        source = "".join(cell["source"])
+        if source.startswith("def alibi_bias"):
+            # transposed: every score of question 2's public test is lost
+            cell["source"] = source.replace("(i - j)", "(j - i)")
+    (submissions / "bob.ipynb").write_text(json.dumps(solutions))
+    table = tmp_path / "grades.csv"
+    assignments.grade(built / "alibi", submissions, table)
+    rows = {row["submission"]: row for row in csv.DictReader(table.open())}
+    assert float(rows["ada.ipynb"]["total"]) == float(rows["ada.ipynb"]["possible"]) == 8
+    assert float(rows["bob.ipynb"]["q1"]) == 4
+    assert float(rows["bob.ipynb"]["q2"]) < 4
