@@ -70,7 +70,11 @@ def test_the_student_checker_flags_myst(tmp_path):
     master = assignments.MASTERS / "alibi.ipynb"
     notebook = json.loads(master.read_text())
     notebook["cells"].append(
-        {"cell_type": "markdown", "metadata": {}, "source": "As {cite:p}`press2022` showed."}
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": "As {cite:p}`press2022` showed.",
+        }
     )
     student = tmp_path / "alibi.ipynb"
     student.write_text(json.dumps(notebook))
@@ -253,6 +257,8 @@ def test_grading_a_folder_writes_the_grade_table(built, tmp_path):
     table = tmp_path / "grades.csv"
     assignments.grade(built / "alibi", submissions, table)
     rows = {row["submission"]: row for row in csv.DictReader(table.open())}
-    assert float(rows["ada.ipynb"]["total"]) == float(rows["ada.ipynb"]["possible"]) == 8
+    assert (
+        float(rows["ada.ipynb"]["total"]) == float(rows["ada.ipynb"]["possible"]) == 8
+    )
     assert float(rows["bob.ipynb"]["q1"]) == 4
     assert float(rows["bob.ipynb"]["q2"]) < 4

@@ -51,12 +51,15 @@ def test_the_detector_sees_myst():
 
 
 def test_literalinclude_becomes_the_package_source(edition):
-    from pe_tutorial import rope
-
     import inspect
 
+    from pe_tutorial import rope
+
     rope_text = text(edition["06_rope.ipynb"])
-    assert "```python\n" + inspect.getsource(rope.apply_rope).rstrip() + "\n```" in rope_text
+    assert (
+        "```python\n" + inspect.getsource(rope.apply_rope).rstrip() + "\n```"
+        in rope_text
+    )
     # a method, by its dotted name, dedented
     relative = text(edition["08_relative_position.ipynb"])
     assert re.search(r"```python\ndef forward\(", relative)
@@ -83,7 +86,9 @@ def test_solutions_are_folded_and_exercises_numbered(edition):
 def test_install_cell_pins_the_commit_of_the_configured_repository(edition):
     for name, notebook in edition.items():
         first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
-        assert f'PACKAGE = "pe_tutorial @ git+{URL}@abc123"' in "".join(first["source"]), name
+        assert f'PACKAGE = "pe_tutorial @ git+{URL}@abc123"' in "".join(
+            first["source"]
+        ), name
 
 
 def test_glue_values_are_the_builds_formatted(tmp_path):
@@ -99,9 +104,11 @@ def test_glue_values_are_the_builds_formatted(tmp_path):
     written = colab_edition.build(
         tmp_path / "out", executed=tmp_path / "executed", assignments=None, ref="r"
     )
-    chapter = json.loads(next(p for p in written if p.name == "09_experiments.ipynb").read_text())
+    chapter = json.loads(
+        next(p for p in written if p.name == "09_experiments.ipynb").read_text()
+    )
     body = text(chapter)
-    for name, spec in glue_names:
+    for name, _ in glue_names:
         assert f"`{name}`" not in body
     formatted = {format(1234.56789, spec) for _, spec in glue_names if spec}
     assert all(value in body for value in formatted), formatted
@@ -110,7 +117,9 @@ def test_glue_values_are_the_builds_formatted(tmp_path):
 
 def test_a_directive_without_a_colab_rendering_is_an_error():
     converter = colab_edition.Converter({})
-    with pytest.raises(ValueError, match="no Colab rendering for the {figure} directive"):
+    with pytest.raises(
+        ValueError, match="no Colab rendering for the {figure} directive"
+    ):
         converter.markdown("```{figure} a.png\n```", ROOT / "book")
     with pytest.raises(KeyError, match="not in references.bib"):
         converter.markdown("{cite:p}`nobody1999`", ROOT / "book")
@@ -137,4 +146,6 @@ def test_student_notebooks_join_the_edition(tmp_path):
         f"https://raw.githubusercontent.com/{owner_repo}/{branch}/book/assignments/rope.ipynb"
         in grader
     )
-    assert grader.index("urlretrieve") < grader.index('grader = otter.Notebook("rope.ipynb")')
+    assert grader.index("urlretrieve") < grader.index(
+        'grader = otter.Notebook("rope.ipynb")'
+    )

@@ -112,10 +112,13 @@ def student_problems(master: Path, student: Path) -> list[str]:
     problems = [
         f"solution line left in: {line!r}"
         for line in solution_lines(master)
-        if len(line) > 3 and line in text
+        # short fragments ("exact", "return out") may also be in the prompt or a stub
+        if len(line) >= 12 and line in text
     ]
     problems += [
-        f"hidden test left in: {name}" for name in hidden_test_names(master) if name in text
+        f"hidden test left in: {name}"
+        for name in hidden_test_names(master)
+        if name in text
     ]
     for cell in notebook["cells"]:
         match = MYST_SYNTAX.search(_source(cell))
@@ -136,14 +139,18 @@ def build(names: list[str] | None, out: Path, *, run_tests: bool = True) -> list
         if problems:
             raise RuntimeError(f"{student}:\n  " + "\n  ".join(problems))
         results.append(result)
-        print(f"{master.stem}: {student.relative_to(out)} and {result.name}/autograder/")
+        print(
+            f"{master.stem}: {student.relative_to(out)} and {result.name}/autograder/"
+        )
     return results
 
 
 def autograder_zip(result: Path) -> Path:
     zips = sorted((result / "autograder").glob("*-autograder_*.zip"))
     if not zips:
-        raise SystemExit(f"no autograder zip in {result / 'autograder'}: run build first")
+        raise SystemExit(
+            f"no autograder zip in {result / 'autograder'}: run build first"
+        )
     return zips[-1]
 
 
@@ -162,7 +169,9 @@ def grade(result: Path, submissions: Path, table: Path) -> list[dict]:
     from otter.api import grade_submission
 
     files = sorted(
-        p for p in submissions.iterdir() if p.suffix in (".ipynb", ".zip") and p.is_file()
+        p
+        for p in submissions.iterdir()
+        if p.suffix in (".ipynb", ".zip") and p.is_file()
     )
     if not files:
         raise SystemExit(f"no .ipynb or .zip submissions in {submissions}")
@@ -188,23 +197,41 @@ def grade(result: Path, submissions: Path, table: Path) -> list[dict]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    build_parser = commands.add_parser("build", help="otter assign every master, then check")
-    build_parser.add_argument("names", nargs="*", help="masters to build (default: all)")
-    build_parser.add_argument("--out", type=Path, default=ROOT / "_build" / "assignments")
+    build_parser = commands.add_parser(
+        "build", help="otter assign every master, then check"
+    )
     build_parser.add_argument(
-        "--fast", action="store_true", help="skip grading the solutions (otter's run_tests)"
+        "names", nargs="*", help="masters to build (default: all)"
+    )
+    build_parser.add_argument(
+        "--out", type=Path, default=ROOT / "_build" / "assignments"
+    )
+    build_parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="skip grading the solutions (otter's run_tests)",
     )
     grade_parser = commands.add_parser("grade", help="grade a folder of submissions")
     grade_parser.add_argument("name", help="the assignment, e.g. rope")
-    grade_parser.add_argument("submissions", type=Path, help="folder of .ipynb or .zip files")
-    grade_parser.add_argument("--built", type=Path, default=ROOT / "_build" / "assignments")
-    grade_parser.add_argument("--out", type=Path, default=None, help="CSV (default: SUBMISSIONS/grades.csv)")
+    grade_parser.add_argument(
+        "submissions", type=Path, help="folder of .ipynb or .zip files"
+    )
+    grade_parser.add_argument(
+        "--built", type=Path, default=ROOT / "_build" / "assignments"
+    )
+    grade_parser.add_argument(
+        "--out", type=Path, default=None, help="CSV (default: SUBMISSIONS/grades.csv)"
+    )
     args = parser.parse_args(argv)
     if args.command == "build":
         build(args.names, args.out, run_tests=not args.fast)
     else:
         masters([args.name])
-        grade(args.built / args.name, args.submissions, args.out or args.submissions / "grades.csv")
+        grade(
+            args.built / args.name,
+            args.submissions,
+            args.out or args.submissions / "grades.csv",
+        )
 
 
 if __name__ == "__main__":

@@ -90,7 +90,11 @@ def current_commit() -> str:
     """The commit the edition is built from (its install cell pins it)."""
     try:
         return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+            ["git", "rev-parse", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "main"
@@ -148,13 +152,21 @@ class Bibliography:
     def reference(self, key: str) -> str:
         entry = self._entry(key)
         fields = entry.fields
-        names = ", ".join(_last_names(entry.persons.get("author", []))) or self.authors(key)
+        names = ", ".join(_last_names(entry.persons.get("author", []))) or self.authors(
+            key
+        )
         title = _plain(fields.get("title", ""))
         venue = next(
-            (fields[f] for f in ("journal", "booktitle", "publisher", "howpublished") if f in fields),
+            (
+                fields[f]
+                for f in ("journal", "booktitle", "publisher", "howpublished")
+                if f in fields
+            ),
             "",
         )
-        link = fields.get("url") or (f"https://doi.org/{fields['doi']}" if "doi" in fields else "")
+        link = fields.get("url") or (
+            f"https://doi.org/{fields['doi']}" if "doi" in fields else ""
+        )
         text = f"{names} ({self.year(key)}). *{title}*."
         if venue:
             text += f" {_plain(venue)}."
@@ -209,7 +221,11 @@ def _split_directive(lines: list[str], start: int):
 
 
 class Converter:
-    def __init__(self, glue: dict[str, str] | None = None, bibliography: Bibliography | None = None):
+    def __init__(
+        self,
+        glue: dict[str, str] | None = None,
+        bibliography: Bibliography | None = None,
+    ):
         self.glue = glue or {}
         self.bib = bibliography or Bibliography()
         self.cited: list[str] = []
@@ -246,7 +262,9 @@ class Converter:
                 ]
             elif name in ("note", "tip", "warning", "important", "admonition"):
                 heading = argument if name == "admonition" else name.capitalize()
-                out += [f"> **{heading}.**", ">"] + [f"> {line}" for line in body.split("\n")]
+                out += [f"> **{heading}.**", ">"] + [
+                    f"> {line}" for line in body.split("\n")
+                ]
             else:
                 raise ValueError(f"no Colab rendering for the {{{name}}} directive")
             i = end + 1
@@ -256,7 +274,9 @@ class Converter:
         def cite(match):
             kind, keys = match.group(1), [k.strip() for k in match.group(2).split(",")]
             self.cited += [k for k in keys if k not in self.cited]
-            return self.bib.parenthetical(keys) if kind == "p" else self.bib.textual(keys)
+            return (
+                self.bib.parenthetical(keys) if kind == "p" else self.bib.textual(keys)
+            )
 
         def glue(match):
             name, _, spec = match.group(1).partition(":")
@@ -294,18 +314,26 @@ class Converter:
 
 def install_cell(source: str, package: str) -> str:
     if not PACKAGE_LINE.search(source):
-        raise ValueError("the install cell has no PACKAGE = \"...\" line to point at the repository")
+        raise ValueError(
+            'the install cell has no PACKAGE = "..." line to point at the repository'
+        )
     return PACKAGE_LINE.sub(f"PACKAGE = {json.dumps(package)}", source)
 
 
-def convert(path: Path, *, glue: dict[str, str], package: str, bib: Bibliography) -> dict:
+def convert(
+    path: Path, *, glue: dict[str, str], package: str, bib: Bibliography
+) -> dict:
     """The Colab edition of one chapter (a notebook dict)."""
     notebook = json.loads(path.read_text())
     converter = Converter(glue, bib)
     edition = copy.deepcopy(notebook)
     first_code = True
     for cell in edition["cells"]:
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = (
+            "".join(cell["source"])
+            if isinstance(cell["source"], list)
+            else cell["source"]
+        )
         if cell["cell_type"] == "markdown":
             cell["source"] = converter.markdown(source, path.parent)
         elif cell["cell_type"] == "code":
@@ -318,12 +346,16 @@ def convert(path: Path, *, glue: dict[str, str], package: str, bib: Bibliography
             "*This is the Colab edition of a chapter of the book. Numbers quoted in the text "
             "are those of the book's build; run the cells to get your own.*"
         )
-        edition["cells"].insert(1, {"cell_type": "markdown", "metadata": {}, "source": note})
+        edition["cells"].insert(
+            1, {"cell_type": "markdown", "metadata": {}, "source": note}
+        )
     if converter.cited:
         references = "## References\n\n" + "\n".join(
             f"- {bib.reference(k)}" for k in converter.cited
         )
-        edition["cells"].append({"cell_type": "markdown", "metadata": {}, "source": references})
+        edition["cells"].append(
+            {"cell_type": "markdown", "metadata": {}, "source": references}
+        )
     for cell in edition["cells"]:
         cell.pop("id", None)
     edition["nbformat_minor"] = min(edition.get("nbformat_minor", 4), 4)
@@ -335,12 +367,18 @@ def myst_left(notebook: dict) -> list[str]:
     """The MyST roles and directives left in a notebook's cells."""
     found = []
     for cell in notebook["cells"]:
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        source = (
+            "".join(cell["source"])
+            if isinstance(cell["source"], list)
+            else cell["source"]
+        )
         found += [m.group(0) for m in MYST_SYNTAX.finditer(source)]
     return found
 
 
-def build(out: Path, *, executed: Path | None, assignments: Path | None, ref: str) -> list[Path]:
+def build(
+    out: Path, *, executed: Path | None, assignments: Path | None, ref: str
+) -> list[Path]:
     package = f"pe_tutorial @ git+{repository_url()}@{ref}"
     bib = Bibliography()
     written = []
@@ -348,7 +386,9 @@ def build(out: Path, *, executed: Path | None, assignments: Path | None, ref: st
     (out / "book").mkdir(parents=True)
     for chapter in chapters():
         glue = {}
-        glue_file = executed / "book" / f"{chapter.stem}.glue.json" if executed else None
+        glue_file = (
+            executed / "book" / f"{chapter.stem}.glue.json" if executed else None
+        )
         if glue_file and glue_file.is_file():
             glue = {
                 name: output["data"].get("text/plain", "")
@@ -357,7 +397,9 @@ def build(out: Path, *, executed: Path | None, assignments: Path | None, ref: st
         edition = convert(chapter, glue=glue, package=package, bib=bib)
         left = myst_left(edition)
         if left:
-            raise ValueError(f"{chapter.name}: MyST left in the Colab edition: {left[:5]}")
+            raise ValueError(
+                f"{chapter.name}: MyST left in the Colab edition: {left[:5]}"
+            )
         target = out / "book" / chapter.name
         target.write_text(json.dumps(edition, indent=1, ensure_ascii=False) + "\n")
         written.append(target)
@@ -366,7 +408,11 @@ def build(out: Path, *, executed: Path | None, assignments: Path | None, ref: st
         for student in sorted(assignments.glob("*/student/*.ipynb")):
             notebook = json.loads(student.read_text())
             for cell in notebook["cells"]:
-                source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+                source = (
+                    "".join(cell["source"])
+                    if isinstance(cell["source"], list)
+                    else cell["source"]
+                )
                 if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
                     cell["source"] = install_cell(source, package)
                 elif cell["cell_type"] == "code" and GRADER_LINE.search(source):
@@ -379,13 +425,22 @@ def build(out: Path, *, executed: Path | None, assignments: Path | None, ref: st
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--executed", type=Path, default=ROOT / "_build" / "jupyter_execute")
-    parser.add_argument("--assignments", type=Path, default=ROOT / "_build" / "assignments")
-    parser.add_argument("--ref", default=None, help="git ref the install cell pins (default: HEAD)")
+    parser.add_argument(
+        "--executed", type=Path, default=ROOT / "_build" / "jupyter_execute"
+    )
+    parser.add_argument(
+        "--assignments", type=Path, default=ROOT / "_build" / "assignments"
+    )
+    parser.add_argument(
+        "--ref", default=None, help="git ref the install cell pins (default: HEAD)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "colab")
     args = parser.parse_args(argv)
     written = build(
-        args.out, executed=args.executed, assignments=args.assignments, ref=args.ref or current_commit()
+        args.out,
+        executed=args.executed,
+        assignments=args.assignments,
+        ref=args.ref or current_commit(),
     )
     print(f"Colab edition: {len(written)} notebooks in {args.out}")
 
