@@ -28,12 +28,13 @@ BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
-	assignments grade
+	assignments grade colab check-pages test-wheel
 
 help:
 	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
-	@echo "make test    lint, unit and property tests, the strict book build (which executes every"
-	@echo "             notebook), then nbval over the executed notebooks (tagged outputs re-checked)"
+	@echo "make test    lint, unit and property tests (the assignments included), the strict book"
+	@echo "             build (which executes every notebook), nbval over the executed notebooks,"
+	@echo "             the Colab edition, the pages in headless Chromium, and the wheel run outside"
 	@echo "make format  apply ruff's formatting and safe fixes"
 	@echo "make strip   remove outputs from the notebooks before committing (nbstripout)"
 	@echo "make assignments               otter assign every master in book/assignments into"
@@ -79,7 +80,22 @@ test-outputs: book
 	MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax \
 		--nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
 
-test: lint test-unit test-outputs
+# The Colab edition (tools/colab_edition.py) of the built chapters, with the values the build
+# glued (strict: each one must be there), plus the student notebooks when `make assignments` ran.
+colab: book
+	$(BIN)/python tools/colab_edition.py --strict
+
+# Every built page in headless Chromium: math rendered, images and links resolve, no console
+# errors (tools/check_pages.py; skipped without a browser, except under CI=true).
+check-pages: book
+	$(BIN)/python tools/check_pages.py
+
+# The wheel and sdist, the wheel installed into a Colab-like virtual environment (kept in
+# _build/wheel-venv), and a chapter run from outside the checkout (tools/wheel_check.py).
+test-wheel: install
+	TORCH_SPEC="$(TORCH_SPEC)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" $(BIN)/python tools/wheel_check.py
+
+test: lint test-unit test-outputs colab check-pages test-wheel
 
 # Optional, not part of `make test`: nbval straight over book/ without building the book.
 test-notebooks: install

@@ -149,3 +149,10 @@ def test_student_notebooks_join_the_edition(tmp_path):
     assert grader.index("urlretrieve") < grader.index(
         'grader = otter.Notebook("rope.ipynb")'
     )
+
+
+def test_strict_mode_wants_every_glued_value(tmp_path):
+    with pytest.raises(ValueError, match="glued no value"):
+        colab_edition.build(
+            tmp_path / "out", executed=tmp_path, assignments=None, ref="r", strict=True
+        )

@@ -229,6 +229,7 @@ class Converter:
         self.glue = glue or {}
         self.bib = bibliography or Bibliography()
         self.cited: list[str] = []
+        self.missing: list[str] = []
         self.exercises = 0
 
     def directives(self, text: str, here: Path) -> str:
@@ -281,6 +282,7 @@ class Converter:
         def glue(match):
             name, _, spec = match.group(1).partition(":")
             if name not in self.glue:
+                self.missing.append(name)
                 return f"`{name}`"
             raw = self.glue[name]
             try:
@@ -321,9 +323,15 @@ def install_cell(source: str, package: str) -> str:
 
 
 def convert(
-    path: Path, *, glue: dict[str, str], package: str, bib: Bibliography
+    path: Path,
+    *,
+    glue: dict[str, str],
+    package: str,
+    bib: Bibliography,
+    strict: bool = False,
 ) -> dict:
-    """The Colab edition of one chapter (a notebook dict)."""
+    """The Colab edition of one chapter (a notebook dict); ``strict``: every glued
+    value the text quotes must be in ``glue``."""
     notebook = json.loads(path.read_text())
     converter = Converter(glue, bib)
     edition = copy.deepcopy(notebook)
@@ -341,6 +349,11 @@ def convert(
                 cell["source"] = install_cell(source, package)
                 first_code = False
             cell["outputs"], cell["execution_count"] = [], None
+    if strict and converter.missing:
+        raise ValueError(
+            f"{path.name}: the build glued no value for {sorted(set(converter.missing))}; "
+            "build the book first (make book)"
+        )
     if glue:
         note = (
             "*This is the Colab edition of a chapter of the book. Numbers quoted in the text "
@@ -377,7 +390,12 @@ def myst_left(notebook: dict) -> list[str]:
 
 
 def build(
-    out: Path, *, executed: Path | None, assignments: Path | None, ref: str
+    out: Path,
+    *,
+    executed: Path | None,
+    assignments: Path | None,
+    ref: str,
+    strict: bool = False,
 ) -> list[Path]:
     package = f"pe_tutorial @ git+{repository_url()}@{ref}"
     bib = Bibliography()
@@ -394,7 +412,7 @@ def build(
                 name: output["data"].get("text/plain", "")
                 for name, output in json.loads(glue_file.read_text()).items()
             }
-        edition = convert(chapter, glue=glue, package=package, bib=bib)
+        edition = convert(chapter, glue=glue, package=package, bib=bib, strict=strict)
         left = myst_left(edition)
         if left:
             raise ValueError(

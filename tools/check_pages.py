@@ -1,0 +1,207 @@
+"""Open every built page in headless Chromium and check what a reader gets (issue 11).
+
+    python tools/check_pages.py [_build/html]
+
+For each page of the book (``index.html`` and ``book/*.html``):
+
+- the math rendered offline: MathJax's output (``mjx-container``) is in the
+  page Chromium built, and no raw TeX delimiters (``\\(``, ``\\[``, ``$$``,
+  ``\\begin{``) are left in its visible text;
+- every image loads: each ``<img src>`` is a file of the build (or a data URI);
+- internal links resolve: each relative ``href`` names a file of the build,
+  and its ``#anchor``, if any, is an ``id`` in that file;
+- the page logged no console errors (an uncaught exception, a resource that
+  failed to load).
+
+Without a browser it says so and exits 0, unless ``CI=true``: there a missing
+browser fails, so CI cannot skip the check by accident.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+RAW_TEX = re.compile(r"\\\(|\\\[|\$\$|\\begin\{")
+CONSOLE = re.compile(r":CONSOLE[^\]]*\] \"(.*)\", source: (\S+)")
+CONSOLE_ERROR = re.compile(
+    r"^(Uncaught|Failed to load|Error|TypeError|ReferenceError|SyntaxError)"
+)
+
+
+def find_browser() -> str | None:
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+class _Page(HTMLParser):
+    """Visible text (outside code, scripts and rendered math), images, links and ids."""
+
+    SKIP = {"script", "style", "pre", "code", "mjx-container", "textarea", "kbd"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.text, self.images, self.links, self.ids = [], [], [], set()
+        self.math = 0
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "img" and attrs.get("src"):
+            self.images.append(attrs["src"])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+        if tag == "mjx-container":
+            self.math += 1
+        if tag in self.SKIP:
+            self._skip += 1
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self._skip:
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def parse(html: str) -> _Page:
+    page = _Page()
+    page.feed(html)
+    return page
+
+
+def render(browser: str, page: Path) -> tuple[str, list[str]]:
+    """The DOM after scripts ran (MathJax included), and the console messages."""
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                f"--user-data-dir={profile}",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--virtual-time-budget=15000",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    return done.stdout, CONSOLE.findall(done.stderr)
+
+
+def _ids_of(path: Path, cache: dict) -> set[str]:
+    if path not in cache:
+        cache[path] = parse(path.read_text(errors="replace")).ids
+    return cache[path]
+
+
+def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[str]:
+    problems = []
+    static = page.read_text(errors="replace")
+    dom, console = render(browser, page)
+    if not dom.strip():
+        return [f"{page.name}: the browser returned no page"]
+    rendered = parse(dom)
+    has_math = 'class="math' in static
+    if has_math and rendered.math == 0:
+        problems.append("math did not render: no MathJax output in the page")
+    raw = RAW_TEX.search(" ".join(rendered.text))
+    if raw:
+        text = " ".join(rendered.text)
+        problems.append(
+            f"raw TeX left in the text: ...{text[max(0, raw.start() - 40) : raw.end() + 40]!r}"
+        )
+    for src in parse(static).images:
+        if src.startswith("data:"):
+            continue
+        parts = urlsplit(src)
+        if parts.scheme:
+            problems.append(f"image from the network (not in the build): {src}")
+            continue
+        if not (page.parent / unquote(parts.path)).resolve().is_file():
+            problems.append(f"image does not load: {src}")
+    for href in parse(static).links:
+        parts = urlsplit(href)
+        if parts.scheme or href.startswith(("mailto:", "javascript:")):
+            continue
+        target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            problems.append(f"broken link: {href}")
+        elif (
+            parts.fragment
+            and target.suffix == ".html"
+            and parts.fragment not in _ids_of(target, ids_cache)
+        ):
+            problems.append(f"link to a missing anchor: {href}")
+    for message, source in console:
+        if CONSOLE_ERROR.match(message):
+            problems.append(f"console error: {message} ({source})")
+    return [f"{page.relative_to(site)}: {p}" for p in dict.fromkeys(problems)]
+
+
+def pages(site: Path) -> list[Path]:
+    return [
+        p
+        for p in [site / "index.html", *sorted((site / "book").glob("*.html"))]
+        if p.is_file()
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    site = Path(args[0]) if args else ROOT / "_build" / "html"
+    browser = find_browser()
+    if browser is None:
+        message = (
+            f"no browser found ({', '.join(BROWSERS)}): the page check did not run"
+        )
+        if os.environ.get("CI", "").lower() == "true":
+            print(f"error: {message}; CI=true, so this fails", file=sys.stderr)
+            return 1
+        print(f"skipped: {message}")
+        return 0
+    found = pages(site)
+    if not found:
+        print(f"error: no built pages under {site}: run make book", file=sys.stderr)
+        return 1
+    ids_cache: dict = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(
+            pool.map(lambda p: check_page(browser, site, p, ids_cache), found)
+        )
+    problems = [p for result in results for p in result]
+    for problem in problems:
+        print(problem)
+    print(
+        f"{len(found)} pages checked in {Path(browser).name}: {len(problems)} problems"
+    )
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
