@@ -453,12 +453,18 @@ def main(argv: list[str] | None = None) -> None:
         "--ref", default=None, help="git ref the install cell pins (default: HEAD)"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "colab")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail when a value the text quotes was not glued by the build",
+    )
     args = parser.parse_args(argv)
     written = build(
         args.out,
         executed=args.executed,
         assignments=args.assignments,
         ref=args.ref or current_commit(),
+        strict=args.strict,
     )
     print(f"Colab edition: {len(written)} notebooks in {args.out}")
 
