@@ -36,11 +36,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+from colab_edition import cell_source, myst_left
+
 ROOT = Path(__file__).resolve().parent.parent
 MASTERS = ROOT / "book" / "assignments"
-
-# A MyST role or directive, which plain Jupyter and Colab print as is.
-MYST_SYNTAX = re.compile(r"\{[a-z][\w:-]*\}`|^\s*(```|:::)\s*\{[\w:-]+\}", re.M)
 
 
 def masters(names: list[str] | None = None) -> list[Path]:
@@ -73,18 +72,13 @@ def _cells(path: Path) -> list[dict]:
     return json.loads(path.read_text())["cells"]
 
 
-def _source(cell: dict) -> str:
-    source = cell["source"]
-    return "".join(source) if isinstance(source, list) else source
-
-
 def solution_lines(master: Path) -> list[str]:
     """The lines of code between ``# BEGIN SOLUTION`` and ``# END SOLUTION``."""
     lines, inside = [], False
     for cell in _cells(master):
         if cell["cell_type"] != "code":
             continue
-        for line in _source(cell).splitlines():
+        for line in cell_source(cell).splitlines():
             marker = line.strip()
             if marker == "# BEGIN SOLUTION":
                 inside = True
@@ -99,7 +93,7 @@ def hidden_test_names(master: Path) -> list[str]:
     """The function names of the hidden test cells (first line ``# HIDDEN``)."""
     names = []
     for cell in _cells(master):
-        source = _source(cell)
+        source = cell_source(cell)
         if cell["cell_type"] == "code" and source.lstrip().startswith("# HIDDEN"):
             names += re.findall(r"^def (\w+)\(", source, re.M)
     return names
@@ -108,10 +102,10 @@ def hidden_test_names(master: Path) -> list[str]:
 def student_problems(master: Path, student: Path) -> list[str]:
     """What is wrong with a student notebook: solutions, hidden tests or MyST left in."""
     text = student.read_text()
-    notebook = json.loads(text)
+    solutions = solution_lines(master)
     problems = [
         f"solution line left in: {line!r}"
-        for line in solution_lines(master)
+        for line in solutions
         # short fragments ("exact", "return out") may also be in the prompt or a stub
         if len(line) >= 12 and line in text
     ]
@@ -120,11 +114,11 @@ def student_problems(master: Path, student: Path) -> list[str]:
         for name in hidden_test_names(master)
         if name in text
     ]
-    for cell in notebook["cells"]:
-        match = MYST_SYNTAX.search(_source(cell))
-        if match:
-            problems.append(f"MyST syntax Colab would show raw: {match.group(0)!r}")
-    if not solution_lines(master):
+    problems += [
+        f"MyST syntax Colab would show raw: {found!r}"
+        for found in myst_left(json.loads(text))
+    ]
+    if not solutions:
         problems.append(f"{master.name} has no solution code: is the format right?")
     return problems
 

@@ -121,6 +121,7 @@ def _ids_of(path: Path, cache: dict) -> set[str]:
 def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[str]:
     problems = []
     static = page.read_text(errors="replace")
+    written = parse(static)
     dom, console = render(browser, page)
     if not dom.strip():
         return [f"{page.name}: the browser returned no page"]
@@ -134,7 +135,7 @@ def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[st
         problems.append(
             f"raw TeX left in the text: ...{text[max(0, raw.start() - 40) : raw.end() + 40]!r}"
         )
-    for src in parse(static).images:
+    for src in written.images:
         if src.startswith("data:"):
             continue
         parts = urlsplit(src)
@@ -143,7 +144,7 @@ def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[st
             continue
         if not (page.parent / unquote(parts.path)).resolve().is_file():
             problems.append(f"image does not load: {src}")
-    for href in parse(static).links:
+    for href in written.links:
         parts = urlsplit(href)
         if parts.scheme or href.startswith(("mailto:", "javascript:")):
             continue

@@ -53,6 +53,12 @@ GRADER_LINE = re.compile(r'^grader = otter\.Notebook\("([\w-]+\.ipynb)"\)$', re.
 PYPI_NAME = "pe-tutorial"
 
 
+def cell_source(cell: dict) -> str:
+    """A cell's source as one string (nbformat stores a string or a list of lines)."""
+    source = cell["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
 def chapters() -> list[Path]:
     """The chapter notebooks listed in ``_toc.yml``, in order."""
     toc = (ROOT / "_toc.yml").read_text()
@@ -337,11 +343,7 @@ def convert(
     edition = copy.deepcopy(notebook)
     first_code = True
     for cell in edition["cells"]:
-        source = (
-            "".join(cell["source"])
-            if isinstance(cell["source"], list)
-            else cell["source"]
-        )
+        source = cell_source(cell)
         if cell["cell_type"] == "markdown":
             cell["source"] = converter.markdown(source, path.parent)
         elif cell["cell_type"] == "code":
@@ -380,11 +382,7 @@ def myst_left(notebook: dict) -> list[str]:
     """The MyST roles and directives left in a notebook's cells."""
     found = []
     for cell in notebook["cells"]:
-        source = (
-            "".join(cell["source"])
-            if isinstance(cell["source"], list)
-            else cell["source"]
-        )
+        source = cell_source(cell)
         found += [m.group(0) for m in MYST_SYNTAX.finditer(source)]
     return found
 
@@ -426,11 +424,7 @@ def build(
         for student in sorted(assignments.glob("*/student/*.ipynb")):
             notebook = json.loads(student.read_text())
             for cell in notebook["cells"]:
-                source = (
-                    "".join(cell["source"])
-                    if isinstance(cell["source"], list)
-                    else cell["source"]
-                )
+                source = cell_source(cell)
                 if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
                     cell["source"] = install_cell(source, package)
                 elif cell["cell_type"] == "code" and GRADER_LINE.search(source):
