@@ -78,6 +78,7 @@ test-unit: install
 # notebook in one kernel.
 test-outputs: book
 	MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
 
 # The Colab edition (tools/colab_edition.py) of the built chapters, with the values the build
@@ -100,6 +101,7 @@ test: lint test-unit test-outputs colab check-pages test-wheel
 # Optional, not part of `make test`: nbval straight over book/ without building the book.
 test-notebooks: install
 	MPLBACKEND=Agg $(BIN)/python -m pytest book --nbval-lax --nbval-current-env -n $(JOBS) \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--dist loadfile -q -p no:cacheprovider
 
 format: install

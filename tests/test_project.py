@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -358,3 +359,53 @@ def test_every_figure_has_a_numbered_caption(path):
             )
             names.append(figure["name"])
     assert len(names) == len(set(names)), f"{path.name}: figure names repeat"
+
+
+@needs_make
+def test_nbval_compares_outputs_through_the_sanitizer():
+    commands = dry_run("test-outputs")
+    assert "--nbval-sanitize-with tests/nbval_sanitize.cfg" in commands
+
+
+def test_sanitizer_forgives_blank_lines_at_the_ends_and_nothing_else(tmp_path):
+    """nbval with our sanitizer: a stray trailing newline passes, a changed value fails."""
+    import nbformat
+
+    def checked_cell(source: str, stored: str):
+        cell = nbformat.v4.new_code_cell(source, execution_count=1)
+        cell.metadata["tags"] = ["nbval-check-output"]
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stored)]
+        return cell
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        checked_cell('print("8.000002 bits")', "8.000002 bits\n\n"),  # CI's flake
+        checked_cell('print("8.000003 bits")', "8.000002 bits\n"),
+    ]
+    path = tmp_path / "outputs.ipynb"
+    nbformat.write(notebook, path)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(path),
+            "--nbval-lax",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-q",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    summary = result.stdout.strip().splitlines()[-1]
+    assert re.search(r"\b1 failed, 1 passed\b", summary), result.stdout[-3000:]
+    assert (
+        "Cell 1" in result.stdout and "Cell 0: Cell outputs differ" not in result.stdout
+    )
