@@ -75,9 +75,10 @@ test-unit: install
 # The book build executed every notebook (or took it from the cache) into _build/jupyter_execute.
 # nbval runs those again and compares the cells tagged nbval-check-output with the build's
 # outputs, so a tagged cell that is not deterministic fails here. --dist loadfile keeps each
-# notebook in one kernel.
+# notebook in one kernel, and OMP_NUM_THREADS=1 keeps the two kernels from oversubscribing
+# two cores (torch's default is a thread per core; with it this step took half as long again).
 test-outputs: book
-	MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax \
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
 
@@ -100,7 +101,7 @@ test: lint test-unit test-outputs colab check-pages test-wheel
 
 # Optional, not part of `make test`: nbval straight over book/ without building the book.
 test-notebooks: install
-	MPLBACKEND=Agg $(BIN)/python -m pytest book --nbval-lax --nbval-current-env -n $(JOBS) \
+	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python -m pytest book --nbval-lax --nbval-current-env -n $(JOBS) \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--dist loadfile -q -p no:cacheprovider
 
