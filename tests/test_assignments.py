@@ -242,12 +242,25 @@ def test_wrong_implementations_fail(built, name, question, wrong, says):
         assert failed and says in failed[0], failed
 
 
+def instructor_page_table() -> list[str]:
+    """The grade table the instructor page shows (book/instructors.md)."""
+    page = (ROOT / "book" / "instructors.md").read_text()
+    block = page.split("```text\nsubmission,", 1)[1].split("```", 1)[0]
+    return ("submission," + block).strip().splitlines()
+
+
 def test_grading_a_folder_writes_the_grade_table(built, tmp_path):
-    """The instructor's path: graded by Otter (a kernel per submission), one CSV row each."""
+    """The instructor's path: graded by Otter (a kernel per submission), one CSV row each.
+
+    The solutions and the untouched student notebook give the rows the instructor
+    page shows; a transposed bias loses question 2 only.
+    """
     submissions = tmp_path / "submissions"
     submissions.mkdir()
     solutions = json.loads((built / "alibi" / "autograder" / "alibi.ipynb").read_text())
-    (submissions / "ada.ipynb").write_text(json.dumps(solutions))
+    (submissions / "right.ipynb").write_text(json.dumps(solutions))
+    student = built / "alibi" / "student" / "alibi.ipynb"
+    (submissions / "blank.ipynb").write_text(student.read_text())
     for cell in solutions["cells"]:
         source = "".join(cell["source"])
         if source.startswith("def alibi_bias"):
@@ -256,9 +269,10 @@ def test_grading_a_folder_writes_the_grade_table(built, tmp_path):
     (submissions / "bob.ipynb").write_text(json.dumps(solutions))
     table = tmp_path / "grades.csv"
     assignments.grade(built / "alibi", submissions, table)
-    rows = {row["submission"]: row for row in csv.DictReader(table.open())}
-    assert (
-        float(rows["ada.ipynb"]["total"]) == float(rows["ada.ipynb"]["possible"]) == 8
-    )
+    lines = table.read_text().strip().splitlines()
+    shown = instructor_page_table()
+    assert [line for line in lines if not line.startswith("bob")] == shown
+    rows = {row["submission"]: row for row in csv.DictReader(lines)}
+    assert float(rows["right.ipynb"]["total"]) == float(rows["right.ipynb"]["possible"])
     assert float(rows["bob.ipynb"]["q1"]) == 4
     assert float(rows["bob.ipynb"]["q2"]) < 4
