@@ -409,3 +409,43 @@ def test_sanitizer_forgives_blank_lines_at_the_ends_and_nothing_else(tmp_path):
     assert (
         "Cell 1" in result.stdout and "Cell 0: Cell outputs differ" not in result.stdout
     )
+
+
+REPO_PATH = re.compile(
+    r"`((?:book|pe_tutorial|tests|tools|_ext|\.github|\.ci)/[^`\s]*)`"
+)
+PLACEHOLDER = re.compile(
+    r"<[^>]*>|(?<![A-Za-z])[A-Z]{2,}(?![a-z])"
+)  # <module>, NAME, SUITE, NN
+
+
+def prose_of(path: Path) -> str:
+    if path.suffix == ".ipynb":
+        cells = read_notebook(path)["cells"]
+        return "\n".join(cell_text(c) for c in cells if c["cell_type"] == "markdown")
+    return path.read_text()
+
+
+PROSE = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(BOOK.rglob("*.md"))]
+PROSE += NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", PROSE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_paths_named_in_the_prose_exist(path):
+    """A file or folder the text names in backticks is in the repository.
+
+    A path with a placeholder (`book/assignments/NAME.ipynb`) names a file that
+    may not exist yet; its folder must.
+    """
+    missing = []
+    for named in REPO_PATH.findall(prose_of(path)):
+        placeholder = PLACEHOLDER.search(named)
+        if placeholder:
+            must_exist = ROOT / named[: placeholder.start()].rsplit("/", 1)[0]
+        else:
+            must_exist = ROOT / named.rstrip("/")
+        if not must_exist.exists():
+            missing.append(named)
+    assert not missing, (
+        f"{path.name} names paths that are not in the repository: {missing}"
+    )
