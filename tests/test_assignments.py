@@ -99,7 +99,7 @@ def test_reference_solutions_pass_every_test(built, name):
         assert tests.score == tests.possible > 0
 
 
-# (assignment, question, wrong code, what the failure says; None: only a hidden test fails)
+# (assignment, question, wrong code, what the public test's failure says)
 WRONG = [
     (
         "sinusoidal",
@@ -133,7 +133,7 @@ WRONG = [
         def rope_frequencies(head_dim, base=10000.0):
             return base ** (-torch.arange(head_dim // 2) / head_dim)
         """,
-        "rope_frequencies(8) = ",
+        "base ** (-i / D)",
     ),
     (
         "rope",
@@ -154,7 +154,29 @@ WRONG = [
                 positions = torch.arange(1, x.shape[-2] + 1)
             return reference_rope(x, positions, pairing=pairing)
         """,
-        None,
+        "the positions are off by one",
+    ),
+    (
+        "rope",
+        "q2",
+        """
+        def apply_rope(x, positions=None, *, pairing="half"):
+            return reference_rope(x, positions[...], pairing=pairing)
+        """,
+        "positions left out (0, 1, ..., 5), pairing='half') raised TypeError",
+    ),
+    (
+        "sinusoidal",
+        "q1",
+        """
+        import numpy as np
+
+        def sinusoidal_encoding(num_positions, dim):
+            i = np.arange(dim // 2)
+            angles = np.arange(num_positions)[:, None] * 10000.0 ** (-2 * i / dim)
+            return np.stack((np.sin(angles), np.cos(angles)), -1).reshape(num_positions, dim)
+        """,
+        "returned a numpy.ndarray, not a torch.Tensor",
     ),
     (
         "alibi",
@@ -176,6 +198,35 @@ WRONG = [
         "transposed",
     ),
     (
+        "alibi",
+        "q2",
+        """
+        def alibi_bias(num_heads, seq_len):
+            i, j = torch.arange(seq_len)[:, None], torch.arange(seq_len)
+            return -alibi_slopes(num_heads)[:, None, None] * (i - j).float()
+        """,
+        "clamp the distance at 0",
+    ),
+    (
+        "t5_buckets",
+        "q1",
+        """
+        def t5_relative_position_bucket(relative_position, **options):
+            return reference_bucket(relative_position, **options).float() + 0.4
+        """,
+        "fractional buckets",
+    ),
+    (
+        "t5_buckets",
+        "q2",
+        """
+        def t5_bias(table, seq_len):
+            p = torch.arange(seq_len)
+            return table[t5_relative_position_bucket(p[None, :] - p[:, None])].permute(2, 0, 1)
+        """,
+        "pass num_buckets=table.shape[0]",
+    ),
+    (
         "t5_buckets",
         "q1",
         """
@@ -193,7 +244,7 @@ WRONG = [
             buckets = t5_relative_position_bucket(p[None, :] - p[:, None])
             return torch.tensor(table.tolist())[buckets].permute(2, 0, 1)
         """,
-        None,
+        "no gradient reaches the table",
     ),
     (
         "context_extension",
@@ -234,12 +285,8 @@ def test_wrong_implementations_fail(built, name, question, wrong, says):
     assert not tests.passed_all
     assert tests.score < tests.possible
     public = [r for r in tests.test_case_results if not r.test_case.hidden]
-    if says is None:
-        # only a hidden test can tell: the public ones pass
-        assert all(r.passed for r in public), tests.summary()
-    else:
-        failed = [r.message for r in public if not r.passed]
-        assert failed and says in failed[0], failed
+    failed = [r.message for r in public if not r.passed]
+    assert failed and says in failed[0], failed
 
 
 def instructor_page_table() -> list[str]:

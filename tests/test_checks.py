@@ -36,10 +36,11 @@ def sinusoidal_loop(num_positions, dim, *, mistake=None):
 
 
 def sinusoidal_half_precision(num_positions, dim):
+    # the angles in float16, the table converted to float32 only at the end
     p = torch.arange(num_positions, dtype=torch.float16)[:, None]
     i = torch.arange(dim // 2, dtype=torch.float16)
     angles = p * 10000 ** (-2 * i / dim)
-    return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2)
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(-2).float()
 
 
 def test_the_reference_passes_every_check():
@@ -80,8 +81,12 @@ def test_sinusoidal_shape_and_crash_are_reported():
 # ---------------------------------------------------------------------------
 
 
-def rope_by_hand(x, positions, *, pairing="half", mistake=None):
+def rope_by_hand(x, positions=None, *, pairing="half", mistake=None):
     d = x.shape[-1]
+    if positions is None:
+        positions = torch.arange(x.shape[-2])
+    if mistake == "from 1":
+        positions = positions + 1
     exponent = {"i/D": torch.arange(d // 2) / d}.get(
         mistake, 2 * torch.arange(d // 2) / d
     )
@@ -108,6 +113,8 @@ def rope_by_hand(x, positions, *, pairing="half", mistake=None):
             rotated = torch.stack((-b, a), -1).flatten(-2)
         return (xf * full.cos() + rotated * full.sin()).to(x.dtype)
     y_a, y_b = a * cos - b * sin, a * sin + b * cos
+    if mistake == "write back":
+        use_half = not use_half
     if use_half:
         out = torch.cat((y_a, y_b), -1)
     else:
@@ -115,7 +122,9 @@ def rope_by_hand(x, positions, *, pairing="half", mistake=None):
     return out.to(x.dtype)
 
 
-def rope_in_bfloat16(x, positions, *, pairing="half"):
+def rope_in_bfloat16(x, positions=None, *, pairing="half"):
+    if positions is None:
+        positions = torch.arange(x.shape[-2])
     d = x.shape[-1]
     theta = (10000.0 ** (-2 * torch.arange(d // 2) / d)).to(x.dtype)
     angles = positions[..., None].to(x.dtype) * theta  # rounded to bfloat16
@@ -143,10 +152,12 @@ def test_rope_by_hand_is_right_without_a_mistake():
         ("no positions", "the positions were ignored"),
         ("i/D", r"yours look like base \*\* \(-i / D\)"),
         ("mixed angles", "the two channels of a pair are turned by different angles"),
+        ("from 1", "the positions are off by one"),
+        ("write back", "written back in the other layout: put y_a to channel i"),
     ],
 )
 def test_rope_mistakes_are_named(mistake, diagnosis):
-    def wrong(x, positions, *, pairing="half"):
+    def wrong(x, positions=None, *, pairing="half"):
         return rope_by_hand(x, positions, pairing=pairing, mistake=mistake)
 
     with pytest.raises(AssertionError, match=diagnosis):
@@ -278,3 +289,251 @@ def test_scaling_mistakes_are_named(method, wrong, diagnosis):
 def test_scaled_frequencies_rejects_an_unknown_method():
     with pytest.raises(ValueError, match="method must be one of"):
         checks.check_scaled_frequencies(ntk, "yarn")
+
+
+# ---------------------------------------------------------------------------
+# what comes back: not a tensor, the wrong dtype, the input changed
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (lambda n, d: None, "returned None: does the function end with a `return`?"),
+        (
+            lambda n, d: sinusoidal_loop(n, d).numpy(),
+            "returned a numpy.ndarray, not a torch.Tensor; build the result with "
+            "torch operations, or convert it at the end with torch.from_numpy(a)",
+        ),
+        (lambda n, d: sinusoidal_loop(n, d).tolist(), "returned a list, not a torch"),
+        (
+            lambda n, d: sinusoidal_loop(n, d).double(),
+            "fn(8, 4) returned torch.float64, expected torch.float32",
+        ),
+        (
+            lambda n, d: sinusoidal_loop(n, d).bfloat16(),
+            "returned torch.bfloat16, expected torch.float32",
+        ),
+    ],
+)
+def test_what_comes_back_is_checked_before_its_values(wrong, says):
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        checks.check_sinusoidal(wrong)
+
+
+def test_rope_that_writes_into_its_input_is_told_so():
+    def in_place(x, positions=None, *, pairing="half"):
+        x.copy_(rope_by_hand(x, positions, pairing=pairing))
+        return x
+
+    with pytest.raises(AssertionError, match="changed its input in place"):
+        checks.check_apply_rope(in_place)
+
+
+def test_rope_without_default_positions_fails_on_the_default_case():
+    def no_default(x, positions=None, *, pairing="half"):
+        return rope_by_hand(x, positions[...], pairing=pairing)
+
+    with pytest.raises(
+        AssertionError, match=re.escape("positions left out (0, 1, ..., 5)")
+    ):
+        checks.check_apply_rope(no_default)
+
+
+# ---------------------------------------------------------------------------
+# the shift matrix M_k (chapter 5), built entry by entry
+# ---------------------------------------------------------------------------
+
+
+def shift_by_hand(k, dim, *, mistake=None):
+    m = torch.zeros(dim, dim, dtype=torch.float64)
+    for i in range(dim // 2):
+        w = 10000.0 ** (-(i if mistake == "i/d" else 2 * i) / dim)
+        angle = (1 if mistake == "no k" else k) * w
+        c, s = math.cos(angle), math.sin(angle)
+        if mistake == "transposed":
+            s = -s
+        a, b = (i, i + dim // 2) if mistake == "halves" else (2 * i, 2 * i + 1)
+        m[a, a], m[a, b], m[b, a], m[b, b] = c, s, -s, c
+    return m.float()
+
+
+@pytest.mark.parametrize(
+    "mistake, says",
+    [
+        (None, None),
+        ("transposed", "this is M_-1, the transpose of M_1"),
+        ("no k", "this is M_1 whatever k is"),
+        ("halves", "the blocks act on channels (i, i + dim/2)"),
+        ("i/d", "yours look like 10000 ** (-i / dim)"),
+    ],
+)
+def test_shift_matrix_mistakes_are_named(mistake, says):
+    def fn(k, dim):
+        return shift_by_hand(k, dim, mistake=mistake)
+
+    if says is None:
+        checks.check_shift_matrix(fn)
+        return
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        checks.check_shift_matrix(fn)
+
+
+# ---------------------------------------------------------------------------
+# RoPE frequencies
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn, says",
+    [
+        (lambda d, base=10000.0: frequency_loop(d, base), None),
+        (lambda d, base=10000.0: frequency_loop(d, 10000.0), "the base is ignored"),
+        (
+            lambda d, base=10000.0: frequency_loop(2 * d, base)[: d // 2],
+            "yours look like base ** (-i / D)",
+        ),
+        (lambda d, base=10000.0: frequency_loop(d, base).flip(0), "reverse order"),
+    ],
+)
+def test_rope_frequency_mistakes_are_named(fn, says):
+    if says is None:
+        checks.check_rope_frequencies(fn)
+        return
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        checks.check_rope_frequencies(fn)
+
+
+# ---------------------------------------------------------------------------
+# the ALiBi bias, as a double loop
+# ---------------------------------------------------------------------------
+
+
+def alibi_bias_loop(num_heads, seq_len, *, mistake=None, slopes=alibi_slopes):
+    m = slopes(num_heads).tolist()
+    if mistake == "reversed slopes":
+        m = m[::-1]
+    bias = torch.zeros(num_heads, seq_len, seq_len)
+    for h in range(num_heads):
+        for i in range(seq_len):
+            for j in range(seq_len):
+                if mistake == "no clamp":
+                    bias[h, i, j] = -m[h] * (i - j)
+                elif mistake == "abs":
+                    bias[h, i, j] = -m[h] * abs(i - j)
+                elif j <= i:
+                    bias[h, i, j] = -m[h] * (i - j)
+                elif mistake == "-inf":
+                    bias[h, i, j] = float("-inf")
+    if mistake == "transposed":
+        bias = bias.transpose(1, 2)
+    return bias
+
+
+@pytest.mark.parametrize(
+    "fn, says",
+    [
+        (alibi_bias_loop, None),
+        (lambda h, t: alibi_bias_loop(h, t, mistake="no clamp"), "clamp the distance"),
+        (lambda h, t: alibi_bias_loop(h, t, mistake="abs"), "bidirectional variant"),
+        (lambda h, t: alibi_bias_loop(h, t, mistake="-inf"), "not -inf"),
+        (lambda h, t: alibi_bias_loop(h, t, mistake="transposed"), "is transposed"),
+        (
+            lambda h, t: alibi_bias_loop(h, t, mistake="reversed slopes"),
+            "the slopes are in reverse order",
+        ),
+        (
+            lambda h, t: alibi_bias_loop(h, t, slopes=slopes_powers_of_two_only),
+            "fn(12, 9): the distances are right but the slopes are not",
+        ),
+    ],
+)
+def test_alibi_bias_mistakes_are_named(fn, says):
+    if says is None:
+        checks.check_alibi_bias(fn)
+        return
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        checks.check_alibi_bias(fn)
+
+
+# ---------------------------------------------------------------------------
+# T5: buckets that are not whole numbers, and the bias a table gives
+# ---------------------------------------------------------------------------
+
+
+def test_t5_fractional_buckets_are_named():
+    def no_floor(relative_position, **options):
+        return t5_relative_position_bucket(relative_position, **options).float() + 0.25
+
+    with pytest.raises(AssertionError, match="fractional buckets such as .*floored"):
+        checks.check_t5_bucket(no_floor)
+
+
+def t5_bias_loop(table, seq_len, *, num_buckets=None, detach=False):
+    num_buckets = table.shape[0] if num_buckets is None else num_buckets
+    bucket = {
+        d: int(t5_relative_position_bucket(torch.tensor(d), num_buckets=num_buckets))
+        for d in range(1 - seq_len, seq_len)
+    }
+    rows = []
+    for h in range(table.shape[1]):
+        for i in range(seq_len):
+            for j in range(seq_len):
+                value = table[bucket[j - i], h]
+                rows.append(value.item() if detach else value)
+    bias = torch.tensor(rows) if detach else torch.stack(rows)
+    return bias.view(table.shape[1], seq_len, seq_len)
+
+
+@pytest.mark.parametrize(
+    "fn, says",
+    [
+        (t5_bias_loop, None),
+        (
+            lambda table, t: t5_bias_loop(table, t, num_buckets=32),
+            "The table has 16 rows, so there are 16 buckets: pass "
+            "num_buckets=table.shape[0]",
+        ),
+        (
+            lambda table, t: t5_bias_loop(table, t, detach=True),
+            "no gradient reaches the table",
+        ),
+        (
+            lambda table, t: t5_bias_loop(table, t).transpose(1, 2),
+            "the relative position is reversed, or the query and key axes are swapped",
+        ),
+    ],
+)
+def test_t5_bias_mistakes_are_named(fn, says):
+    if says is None:
+        checks.check_t5_bias(fn)
+        return
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        checks.check_t5_bias(fn)
+
+
+@pytest.mark.parametrize(
+    "method, wrong, says",
+    [
+        (
+            "linear",
+            lambda d, *, factor, base=1e4: frequency_loop(d, base * factor),
+            "position interpolation keeps the base and divides every theta_i",
+        ),
+        (
+            "ntk",
+            lambda d, *, factor, base=1e4: frequency_loop(
+                d, base * factor ** ((d - 2) / d)
+            ),
+            "the exponent is upside down",
+        ),
+        (
+            "ntk",
+            lambda d, *, factor, base=1e4: ntk(d, factor=factor, base=base) / factor,
+            "divided by the factor as well",
+        ),
+    ],
+)
+def test_scaling_messages_speak_of_the_method_asked_for(method, wrong, says):
+    with pytest.raises(AssertionError, match=re.escape(says)):
+        checks.check_scaled_frequencies(wrong, method)
