@@ -37,6 +37,16 @@ def call(fn: Callable, what: str, *args, **kwargs) -> torch.Tensor:
     return out
 
 
+def call_checked(
+    fn: Callable, what: str, *args, shape: Sequence[int], dtype: torch.dtype, **kwargs
+) -> torch.Tensor:
+    """``call``, then the shape and dtype of the tensor that came back."""
+    out = call(fn, what, *args, **kwargs)
+    check_shape(out, shape, what)
+    check_dtype(out, dtype, what)
+    return out
+
+
 def call_keeping_inputs(fn: Callable, what: str, *args, **kwargs) -> torch.Tensor:
     """``call`` on clones of the tensor arguments, failing if ``fn`` wrote into one."""
     copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from ..absolute import sinusoidal_encoding, sinusoidal_shift_matrix
-from ._common import call, check_dtype, check_shape, close, diagnose
+from ._common import call_checked, close, diagnose
 
 __all__ = ["check_sinusoidal", "check_shift_matrix"]
 
@@ -42,9 +42,14 @@ def check_sinusoidal(fn: Callable[[int, int], torch.Tensor]) -> None:
     """
     for num_positions, dim in ((8, 4), (64, 16), (512, 64)):
         what = f"fn({num_positions}, {dim})"
-        got = call(fn, what, num_positions, dim)
-        check_shape(got, (num_positions, dim), what)
-        check_dtype(got, torch.float32, what)
+        got = call_checked(
+            fn,
+            what,
+            num_positions,
+            dim,
+            shape=(num_positions, dim),
+            dtype=torch.float32,
+        )
         want = sinusoidal_encoding(num_positions, dim)
         if close(got, want, 1e-4):
             continue
@@ -120,9 +125,7 @@ def check_shift_matrix(fn: Callable[[int, int], torch.Tensor]) -> None:
     """
     for k, dim in ((1, 4), (5, 16), (-3, 16), (12, 6), (0, 8)):
         what = f"fn({k}, {dim})"
-        got = call(fn, what, k, dim)
-        check_shape(got, (dim, dim), what)
-        check_dtype(got, torch.float32, what)
+        got = call_checked(fn, what, k, dim, shape=(dim, dim), dtype=torch.float32)
         want = sinusoidal_shift_matrix(k, dim)
         if close(got, want, 1e-5):
             continue

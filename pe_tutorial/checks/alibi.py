@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from ..alibi import alibi_bias, alibi_slopes
-from ._common import call, check_dtype, check_shape, close, diagnose
+from ._common import call, call_checked, close, diagnose
 
 __all__ = ["check_alibi_slopes", "check_alibi_bias"]
 
@@ -27,9 +27,7 @@ def check_alibi_slopes(fn: Callable[[int], torch.Tensor]) -> None:
     powers, others = (1, 2, 4, 8, 16, 32), (3, 6, 12, 20, 24)
     for num_heads in powers + others:
         what = f"fn({num_heads})"
-        got = call(fn, what, num_heads)
-        check_shape(got, (num_heads,), what)
-        check_dtype(got, torch.float32, what)
+        got = call_checked(fn, what, num_heads, shape=(num_heads,), dtype=torch.float32)
         want = alibi_slopes(num_heads)
         if close(got, want, 1e-6):
             continue
@@ -71,9 +69,14 @@ def check_alibi_bias(fn: Callable[[int, int], torch.Tensor]) -> None:
     """
     for num_heads, seq_len in ((8, 6), (4, 17), (12, 9)):
         what = f"fn({num_heads}, {seq_len})"
-        got = call(fn, what, num_heads, seq_len)
-        check_shape(got, (num_heads, seq_len, seq_len), what)
-        check_dtype(got, torch.float32, what)
+        got = call_checked(
+            fn,
+            what,
+            num_heads,
+            seq_len,
+            shape=(num_heads, seq_len, seq_len),
+            dtype=torch.float32,
+        )
         want = alibi_bias(num_heads, seq_len)
         if close(got, want, 1e-6):
             continue

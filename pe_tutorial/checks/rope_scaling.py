@@ -8,7 +8,7 @@ import torch
 
 from ..rope import rope_frequencies
 from ..rope_scaling import scaled_rope_frequencies
-from ._common import call, check_dtype, check_shape, diagnose
+from ._common import call_checked, diagnose
 
 __all__ = ["check_scaled_frequencies"]
 
@@ -88,9 +88,15 @@ def check_scaled_frequencies(fn: Callable[..., torch.Tensor], method: str) -> No
         (128, 8.0, 5e5),
     ):
         what = f"fn({head_dim}, factor={factor}, base={base:g}), {_SCALINGS[method]}"
-        got = call(fn, what, head_dim, factor=factor, base=base)
-        check_shape(got, (head_dim // 2,), what)
-        check_dtype(got, torch.float32, what)
+        got = call_checked(
+            fn,
+            what,
+            head_dim,
+            factor=factor,
+            base=base,
+            shape=(head_dim // 2,),
+            dtype=torch.float32,
+        )
         want, _ = scaled_rope_frequencies(head_dim, method, factor=factor, base=base)
         # relative tolerance: the slowest frequencies are tiny
         if torch.allclose(got.double(), want.double(), rtol=1e-5, atol=0):
