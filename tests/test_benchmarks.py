@@ -283,28 +283,16 @@ def test_rope_targets_are_judged_from_the_measured_ratios():
     assert met[0] == "fastest of the package's rows: fused, in place"
     assert met[1].endswith("measured 1.50x: met")
     assert met[2].endswith("measured 10.0x: met")
-    missed = check_targets(
-        _rope_result(
-            [
-                ("fused, in place", 25.0, 10.0),
-                ("rotate-half formula, written out", 150.0, 10.0),
-                ("copy, 1 MiB moved", 10.0, 10.0),
-            ],
-            shape=(1, 1, 8, 8),
-        )
-    )
+    too_slow = [
+        ("fused, in place", 25.0, 10.0),
+        ("rotate-half formula, written out", 150.0, 10.0),
+        ("copy, 1 MiB moved", 10.0, 10.0),
+    ]
+    missed = check_targets(_rope_result(too_slow, shape=(1, 1, 8, 8)))
     assert "this run used other settings, so no verdict" in missed[1]
     assert missed[2].endswith("measured 2.50x")
     assert missed[3].endswith("than rotate-half formula, written out; measured 6.0x")
-    missed_here = check_targets(
-        _rope_result(
-            [
-                ("fused, in place", 25.0, 10.0),
-                ("rotate-half formula, written out", 150.0, 10.0),
-                ("copy, 1 MiB moved", 10.0, 10.0),
-            ]
-        )
-    )
+    missed_here = check_targets(_rope_result(too_slow))
     assert missed_here[1].endswith("measured 2.50x: NOT met")
     assert missed_here[2].endswith("measured 6.0x: NOT met")
     gpu = check_targets(

@@ -115,9 +115,10 @@ def check_alibi_bias(fn: Callable[[int, int], torch.Tensor]) -> None:
                 "the slopes are in reverse order: head 0 has the steepest slope",
             ),
         ]
-        per_head = got.double() / -distance.clamp(min=1)
+        # the slope each head used, read off its farthest key (i = T - 1, j = 0)
+        used = got.double()[:, -1:, :1] / -(seq_len - 1)
         if torch.all(got.double().triu(1) == 0) and close(
-            got.double(), per_head[:, -1:, :1] * -distance, 1e-6
+            got.double(), used * -distance, 1e-6
         ):
             mistakes.append(
                 (

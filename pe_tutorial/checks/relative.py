@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from ..relative import t5_relative_position_bucket
-from ._common import call, check_dtype, check_shape, close, first_difference
+from ._common import call, call_checked, check_shape, close, first_difference
 
 __all__ = ["check_t5_bucket", "check_t5_bias"]
 
@@ -74,11 +74,11 @@ def check_t5_bucket(fn: Callable[..., torch.Tensor]) -> None:
             )
 
 
-def _t5_bias_reference(table: torch.Tensor, seq_len: int) -> torch.Tensor:
+def _bias_buckets(seq_len: int, num_buckets: int) -> torch.Tensor:
+    """Bucket of key j - query i at [i, j], bidirectional, max_distance 128."""
     positions = torch.arange(seq_len)
     relative = positions[None, :] - positions[:, None]  # key j - query i
-    buckets = t5_relative_position_bucket(relative, num_buckets=table.shape[0])
-    return table[buckets].permute(2, 0, 1)
+    return t5_relative_position_bucket(relative, num_buckets=num_buckets)
 
 
 def check_t5_bias(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
@@ -93,8 +93,16 @@ def check_t5_bias(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     for num_buckets, num_heads, seq_len in ((32, 4, 20), (16, 3, 40), (8, 2, 50)):
         table = torch.randn(num_buckets, num_heads, generator=generator)
         what = f"fn(table of shape ({num_buckets}, {num_heads}), {seq_len})"
+        leaf = table.clone().requires_grad_()
         try:
-            got = call(fn, what, table.clone().requires_grad_(), seq_len)
+            got = call_checked(
+                fn,
+                what,
+                leaf,
+                seq_len,
+                shape=(num_heads, seq_len, seq_len),
+                dtype=table.dtype,
+            )
         except AssertionError as error:
             if isinstance(error.__cause__, IndexError) and num_buckets != 32:
                 raise AssertionError(
@@ -102,9 +110,8 @@ def check_t5_bias(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                     f"{num_buckets} buckets: pass num_buckets=table.shape[0]"
                 ) from error
             raise
-        check_shape(got, (num_heads, seq_len, seq_len), what)
-        check_dtype(got, table.dtype, what)
-        want = _t5_bias_reference(table, seq_len)
+        buckets = _bias_buckets(seq_len, num_buckets)
+        want = table[buckets].permute(2, 0, 1)
         if not close(got.detach(), want, 1e-6):
             if close(got.detach(), want.transpose(-1, -2), 1e-6):
                 raise AssertionError(
@@ -118,22 +125,14 @@ def check_t5_bias(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
                 f"{what} is wrong; {first_difference(got.detach(), want)}"
             )
         # the table is learned: every use of a bucket must send its gradient back
-        leaf = table.clone().requires_grad_()
-        out = call(fn, what, leaf, seq_len)
-        if not out.requires_grad:
+        if not got.requires_grad:
             raise AssertionError(
                 f"{what}: no gradient reaches the table, so T5 could not learn it. "
                 "Index the table with the tensor of buckets (table[buckets]); "
                 ".item(), .tolist(), torch.tensor(...) and .detach() cut the graph"
             )
-        out.sum().backward()
-        uses = torch.bincount(
-            t5_relative_position_bucket(
-                torch.arange(seq_len)[None, :] - torch.arange(seq_len)[:, None],
-                num_buckets=num_buckets,
-            ).flatten(),
-            minlength=num_buckets,
-        )
+        got.sum().backward()
+        uses = torch.bincount(buckets.flatten(), minlength=num_buckets)
         expected = uses[:, None].expand(num_buckets, num_heads).to(table.dtype)
         if leaf.grad is None or not torch.allclose(leaf.grad, expected):
             raise AssertionError(
