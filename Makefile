@@ -77,7 +77,10 @@ test-unit: install
 # outputs, so a tagged cell that is not deterministic fails here. --dist loadfile keeps each
 # notebook in one kernel, and OMP_NUM_THREADS=1 keeps the two kernels from oversubscribing
 # two cores (torch's default is a thread per core; with it this step took half as long again).
+# nbval skips a stored cell that was never run, so tools/check_executed.py first fails on any
+# tagged cell of the executed notebooks with no execution count or no output to compare.
 test-outputs: book
+	$(BIN)/python tools/check_executed.py _build/jupyter_execute/book
 	OMP_NUM_THREADS=1 MPLBACKEND=Agg $(BIN)/python -m pytest _build/jupyter_execute/book --nbval-lax \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		--nbval-current-env -n $(JOBS) --dist loadfile -q -p no:cacheprovider
@@ -88,9 +91,11 @@ colab: book
 	$(BIN)/python tools/colab_edition.py --strict
 
 # Every built page in headless Chromium: math rendered, images and links resolve, no console
-# errors (tools/check_pages.py; skipped without a browser, except under CI=true).
+# errors (tools/check_pages.py). A missing browser is installed first (Debian's chromium,
+# through apt-get, as root or with password-less sudo); where it cannot be, one line names the
+# command, and the check skips, except under CI=true, where it fails.
 check-pages: book
-	$(BIN)/python tools/check_pages.py
+	$(BIN)/python tools/check_pages.py --install
 
 # The wheel and sdist, the wheel installed into a Colab-like virtual environment (kept in
 # _build/wheel-venv), and a chapter run from outside the checkout (tools/wheel_check.py).

@@ -13,8 +13,12 @@ For each page of the book (``index.html`` and ``book/*.html``):
 - the page logged no console errors (an uncaught exception, a resource that
   failed to load).
 
-Without a browser it says so and exits 0, unless ``CI=true``: there a missing
-browser fails, so CI cannot skip the check by accident.
+With ``--install`` (as ``make check-pages`` runs it), a missing browser is
+installed first: Debian's ``chromium`` package through ``apt-get``, as root or
+through password-less ``sudo`` (issue 19: a new machine has no browser). When
+that cannot be done, one line names the command to run. Without a browser the
+check says so and exits 0, unless ``CI=true``: there a missing browser fails, so
+CI cannot skip the check by accident.
 """
 
 from __future__ import annotations
@@ -39,12 +43,51 @@ CONSOLE_ERROR = re.compile(
 )
 
 
+# What a reader runs by hand where the check cannot install a browser itself.
+INSTALL_HINT = (
+    "sudo apt-get install -y chromium (Debian; on Ubuntu or macOS install Google "
+    "Chrome), then make check-pages"
+)
+
+
 def find_browser() -> str | None:
     for name in BROWSERS:
         path = shutil.which(name)
         if path:
             return path
     return None
+
+
+def apt_prefix() -> list[str] | None:
+    """How to run apt-get here: directly as root, through sudo without a password, or not."""
+    if shutil.which("apt-get") is None:
+        return None
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("sudo") and (
+        subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0
+    ):
+        return ["sudo", "-n"]
+    return None
+
+
+def install_browser(run=subprocess.run) -> tuple[str | None, str]:
+    """Install Debian's chromium where apt-get can; the browser found, and what happened."""
+    prefix = apt_prefix()
+    if prefix is None:
+        return None, "cannot install one here (no apt-get, or not root)"
+    print("no browser for the page check: installing Debian's chromium (apt-get)...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+    ):
+        done = run([*prefix, *command], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            last = (done.stderr or done.stdout or "").strip().splitlines()[-1:]
+            return None, f"`{' '.join(command)}` failed: {' '.join(last)}"
+    browser = find_browser()
+    return browser, "installed" if browser else "apt-get installed no chromium"
 
 
 class _Page(HTMLParser):
@@ -174,12 +217,18 @@ def pages(site: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    install = "--install" in args
+    args = [a for a in args if a != "--install"]
     site = Path(args[0]) if args else ROOT / "_build" / "html"
     browser = find_browser()
+    why = "not asked to install one (--install)"
+    if browser is None and install:
+        browser, why = install_browser()
     if browser is None:
         message = (
-            f"no browser found ({', '.join(BROWSERS)}): the page check did not run"
+            f"no browser found ({', '.join(BROWSERS)}) and {why}: "
+            f"the page check did not run; run {INSTALL_HINT}"
         )
         if os.environ.get("CI", "").lower() == "true":
             print(f"error: {message}; CI=true, so this fails", file=sys.stderr)

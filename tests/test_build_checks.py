@@ -1,0 +1,258 @@
+"""The checks `make test` runs on the built book: stored outputs for nbval
+(tools/check_executed.py) and the browser the page check needs (tools/check_pages.py).
+
+Issue 19: on a new machine the page check found no browser, and nothing showed
+that nbval had stored outputs to compare against.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import check_executed  # noqa: E402
+import check_pages  # noqa: E402
+from test_project import dry_run, needs_make  # noqa: E402
+
+TAG = "nbval-check-output"
+
+
+def notebook_with(*cells) -> nbformat.NotebookNode:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = list(cells)
+    return notebook
+
+
+def tagged(source: str, *, executed: bool, printed: str | None):
+    cell = nbformat.v4.new_code_cell(source, execution_count=1 if executed else None)
+    cell.metadata["tags"] = [TAG]
+    if printed is not None:
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
+    return cell
+
+
+def write(folder: Path, name: str, notebook) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, folder / name)
+    return folder / name
+
+
+# --- stored outputs ------------------------------------------------------------------
+
+
+def test_a_tagged_cell_with_its_output_passes(tmp_path, capsys):
+    write(
+        tmp_path,
+        "ok.ipynb",
+        notebook_with(tagged("print(1)", executed=True, printed="1\n")),
+    )
+    assert check_executed.main([str(tmp_path)]) == 0
+    assert "1 cells tagged nbval-check-output in 1 executed notebooks: 0 without" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize(
+    "cell, says",
+    [
+        (tagged("print(1)", executed=False, printed=None), "was not executed"),
+        (tagged("print(1)", executed=True, printed=None), "has no stored output"),
+    ],
+    ids=["never run", "run without output"],
+)
+def test_a_tagged_cell_without_a_stored_output_fails(tmp_path, capsys, cell, says):
+    untagged = nbformat.v4.new_code_cell("x = 1")
+    write(tmp_path / "sub", "chapter.ipynb", notebook_with(untagged, cell))
+    assert check_executed.main([str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert f"sub/chapter.ipynb, cell 1 ('print(1)') {says}" in err
+
+
+def test_a_tagged_cell_that_stored_an_error_fails(tmp_path, capsys):
+    cell = tagged("1/0", executed=True, printed=None)
+    cell.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError")]
+    write(tmp_path, "err.ipynb", notebook_with(cell))
+    assert check_executed.main([str(tmp_path)]) == 1
+    assert "stored an error" in capsys.readouterr().err
+
+
+def test_no_executed_notebooks_is_an_error(tmp_path, capsys):
+    assert check_executed.main([str(tmp_path)]) == 1
+    assert "run make book" in capsys.readouterr().err
+
+
+def test_nbval_alone_passes_a_tagged_cell_that_was_never_run(tmp_path):
+    """Why the check exists: nbval skips the comparison for an unrun stored cell."""
+    path = write(
+        tmp_path,
+        "unrun.ipynb",
+        notebook_with(tagged('print("anything")', executed=False, printed=None)),
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(path),
+            "--nbval-lax",
+            "--nbval-current-env",
+        ]
+        + ["-p", "no:cacheprovider", "-p", "no:xdist", "-q"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert check_executed.main([str(tmp_path)]) == 1
+
+
+@needs_make
+def test_test_outputs_checks_the_stored_outputs_before_nbval():
+    lines = dry_run("test-outputs").splitlines()
+    checked = next(i for i, line in enumerate(lines) if "check_executed.py" in line)
+    nbval = next(i for i, line in enumerate(lines) if "--nbval-lax" in line)
+    assert checked < nbval
+    assert "_build/jupyter_execute/book" in lines[checked]
+
+
+# --- the browser ---------------------------------------------------------------------
+
+
+@needs_make
+def test_check_pages_installs_a_missing_browser():
+    assert any(
+        "check_pages.py --install" in line
+        for line in dry_run("check-pages").splitlines()
+    )
+
+
+def no_browser(monkeypatch):
+    monkeypatch.setattr(check_pages, "find_browser", lambda: None)
+
+
+def test_without_a_browser_or_a_way_to_install_one_ci_fails_in_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    no_browser(monkeypatch)
+    monkeypatch.setattr(check_pages, "apt_prefix", lambda: None)
+    monkeypatch.setenv("CI", "true")
+    assert check_pages.main(["--install", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "sudo apt-get install -y chromium" in err and "CI=true" in err
+
+
+def test_without_a_browser_outside_ci_the_check_skips_and_says_what_to_run(
+    tmp_path, monkeypatch, capsys
+):
+    no_browser(monkeypatch)
+    monkeypatch.setattr(check_pages, "apt_prefix", lambda: None)
+    monkeypatch.delenv("CI", raising=False)
+    assert check_pages.main(["--install", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("skipped:") and "apt-get install -y chromium" in out
+
+
+class FakeApt:
+    """Records the commands; `fail` names the one that exits 100."""
+
+    def __init__(self, fail: str | None = None):
+        self.commands, self.fail = [], fail
+
+    def __call__(self, command, **kwargs):
+        self.commands.append(command)
+        failed = self.fail is not None and self.fail in command
+        return subprocess.CompletedProcess(
+            command,
+            100 if failed else 0,
+            "",
+            "E: Unable to locate package" if failed else "",
+        )
+
+
+def test_as_root_the_browser_is_installed_with_apt_get(monkeypatch):
+    monkeypatch.setattr(check_pages, "apt_prefix", lambda: [])
+    apt = FakeApt()
+    monkeypatch.setattr(check_pages, "find_browser", lambda: "/usr/bin/chromium")
+    browser, why = check_pages.install_browser(run=apt)
+    assert browser == "/usr/bin/chromium" and why == "installed"
+    assert apt.commands[0][:2] == ["apt-get", "update"]
+    assert apt.commands[1][:2] == ["apt-get", "install"]
+    assert apt.commands[1][-1] == "chromium"
+
+
+def test_with_sudo_the_install_goes_through_it(monkeypatch):
+    monkeypatch.setattr(check_pages, "apt_prefix", lambda: ["sudo", "-n"])
+    monkeypatch.setattr(check_pages, "find_browser", lambda: "/usr/bin/chromium")
+    apt = FakeApt()
+    check_pages.install_browser(run=apt)
+    assert all(command[:3] == ["sudo", "-n", "apt-get"] for command in apt.commands)
+
+
+def test_a_failed_install_names_the_command_and_apt_gets_last_line(monkeypatch):
+    monkeypatch.setattr(check_pages, "apt_prefix", lambda: [])
+    no_browser(monkeypatch)
+    browser, why = check_pages.install_browser(run=FakeApt(fail="install"))
+    assert browser is None
+    assert "apt-get install" in why and "Unable to locate package" in why
+
+
+def test_apt_prefix_is_none_without_apt_get(monkeypatch):
+    monkeypatch.setattr(check_pages.shutil, "which", lambda name: None)
+    assert check_pages.apt_prefix() is None
+
+
+# --- outputs of notebooks taken from the execution cache --------------------------------
+
+
+def test_a_notebook_written_from_the_cache_gets_the_cached_outputs(tmp_path):
+    """_ext/cached_outputs.py: the copy MyST-NB writes without outputs gets them back."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import cached_outputs
+    from jupyter_cache import get_cache
+
+    executed = notebook_with(
+        nbformat.v4.new_code_cell("x = 2"),
+        tagged("print(x)", executed=True, printed="2\n"),
+    )
+    executed.cells[0].execution_count = 1
+    executed.cells[1].execution_count = 2
+    cached = write(tmp_path / "src", "chapter.ipynb", executed)
+    get_cache(str(tmp_path / "cache")).cache_notebook_file(
+        str(cached), check_validity=False
+    )
+
+    as_read = notebook_with(
+        nbformat.v4.new_code_cell("x = 2"),
+        tagged("print(x)", executed=False, printed=None),
+    )
+    written = write(tmp_path / "jupyter_execute", "chapter.ipynb", as_read)
+    not_cached = write(
+        tmp_path / "jupyter_execute",
+        "other.ipynb",
+        notebook_with(tagged("print(3)", executed=False, printed=None)),
+    )
+    assert check_executed.main([str(tmp_path / "jupyter_execute")]) == 1
+
+    restored = cached_outputs.restore_outputs(
+        tmp_path / "jupyter_execute", tmp_path / "cache"
+    )
+    assert restored == [written]
+    cell = nbformat.read(written, as_version=4).cells[1]
+    assert cell.execution_count == 2 and cell.outputs[0]["text"] == "2\n"
+    assert nbformat.read(not_cached, as_version=4).cells[0].outputs == []
+    not_cached.unlink()
+    assert check_executed.main([str(tmp_path / "jupyter_execute")]) == 0
+
+
+def test_the_book_build_loads_the_cached_outputs_extension():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["local_extensions"].get("cached_outputs") == "_ext"
