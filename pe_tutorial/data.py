@@ -4,8 +4,13 @@
   as bytes. Every Python installation has them (Colab's too), so nothing is
   downloaded. Files are split into train and validation by a hash of their
   path relative to the library root, so the split is deterministic and no file
-  is in both. (Different Python versions ship different files; the corpus
-  records its version and sizes.)
+  is in both. Each side reads its files in a seeded shuffled order (a hash of
+  seed and path, not the name), so a byte budget samples the whole library,
+  and files the build generates (``GENERATED_FILES``: compiler-flag dicts,
+  codec tables, the pydoc topic dump) are left out. (Different Python versions
+  ship different files; the corpus records its version and sizes.)
+- ``evaluation_segments``: stretches of a split at seeded offsets spread evenly
+  over all of it, so a score reads many files, not the first few.
 - ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
   once into a cache folder when a network exists; ``split_bytes`` splits it.
 - ``lookback_batch``: random symbols whose target at position ``t`` is the
@@ -15,6 +20,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import sys
 import sysconfig
@@ -29,12 +35,14 @@ from ._validation import require_positive_int
 
 __all__ = [
     "ByteCorpus",
+    "GENERATED_FILES",
     "stdlib_files",
     "stdlib_corpus",
     "split_bytes",
     "fetch_corpus",
     "TINY_SHAKESPEARE_URL",
     "random_windows",
+    "evaluation_segments",
     "lookback_batch",
     "IGNORE_INDEX",
 ]
@@ -45,6 +53,14 @@ TINY_SHAKESPEARE_URL = (
 )
 IGNORE_INDEX = -100  # targets that cross_entropy skips
 _SKIPPED_DIRS = {"site-packages", "dist-packages", "__pycache__"}
+# Written by the build, not by people: tables that would dominate whichever side
+# of the split they fell on (issue 20 found three of them were all the old
+# validation score read). Patterns match the path relative to the library root.
+GENERATED_FILES = (
+    "_sysconfigdata_*.py",  # a dict of compiler flags
+    "encodings/*.py",  # codec modules, mostly generated mapping tables
+    "pydoc_data/topics.py",  # the documentation's topics as one string
+)
 
 
 @dataclass(frozen=True)
@@ -68,21 +84,38 @@ def _is_validation(name: str, validation_percent: int) -> bool:
     return zlib.crc32(name.encode()) % 100 < validation_percent
 
 
-def stdlib_files(root: str | Path | None = None) -> list[Path]:
-    """The ``.py`` files under the standard library ``root``, sorted by relative path.
+def _is_generated(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in GENERATED_FILES)
+
+
+def _shuffle_key(name: str, seed: int) -> str:
+    return hashlib.sha256(f"{seed}:{name}".encode()).hexdigest()
+
+
+def stdlib_files(
+    root: str | Path | None = None, *, seed: int | None = None
+) -> list[Path]:
+    """The ``.py`` files under the standard library ``root`` that people wrote.
 
     ``root`` defaults to ``sysconfig.get_paths()["stdlib"]``; installed
-    third-party packages (``site-packages``) are left out.
+    third-party packages (``site-packages``) and ``GENERATED_FILES`` are left
+    out. Sorted by relative path, or with ``seed`` in the order of
+    ``sha256(f"{seed}:{path}")``: shuffled, the same on every machine.
     """
     root = Path(root or sysconfig.get_paths()["stdlib"])
     if not root.is_dir():
         raise ValueError(f"no standard library folder at {root}")
-    files = [
-        path
+    named = {
+        path.relative_to(root).as_posix(): path
         for path in root.rglob("*.py")
         if not _SKIPPED_DIRS.intersection(path.relative_to(root).parts)
-    ]
-    return sorted(files, key=lambda path: path.relative_to(root).as_posix())
+    }
+    names = [name for name in named if not _is_generated(name)]
+    if seed is None:
+        names.sort()
+    else:
+        names.sort(key=lambda name: _shuffle_key(name, seed))
+    return [named[name] for name in names]
 
 
 def _concatenate(chunks: list[bytes], limit: int | None) -> torch.Tensor:
@@ -98,13 +131,15 @@ def stdlib_corpus(
     validation_percent: int = 10,
     max_train_bytes: int | None = None,
     max_validation_bytes: int | None = None,
+    seed: int = 0,
 ) -> ByteCorpus:
     """Python's standard library source as a byte corpus, split by file.
 
     A file goes to validation when ``crc32(relative path) % 100 <
-    validation_percent``. Files are read in sorted order until each side has
-    its ``max_*_bytes`` (None: all of them), so a smaller budget reads a prefix
-    of the same bytes.
+    validation_percent``. Each side reads its files in the shuffled order of
+    ``stdlib_files(root, seed=seed)`` until it has its ``max_*_bytes`` (None:
+    all of them), so a smaller budget reads a prefix of the same bytes and
+    still samples the whole library.
     """
     if not 0 < validation_percent < 100:
         raise ValueError(
@@ -114,7 +149,7 @@ def stdlib_corpus(
     sides: dict[bool, list[bytes]] = {False: [], True: []}
     sizes = {False: 0, True: 0}
     limits = {False: max_train_bytes, True: max_validation_bytes}
-    for path in stdlib_files(root):
+    for path in stdlib_files(root, seed=seed):
         side = _is_validation(path.relative_to(root).as_posix(), validation_percent)
         if limits[side] is not None and sizes[side] >= limits[side]:
             continue
@@ -129,7 +164,10 @@ def stdlib_corpus(
     return ByteCorpus(
         train=_concatenate(sides[False], max_train_bytes),
         validation=_concatenate(sides[True], max_validation_bytes),
-        source=f"Python {version} standard library (.py files, split by path hash)",
+        source=(
+            f"Python {version} standard library (.py files without generated "
+            f"ones, split by path hash, shuffled with seed {seed})"
+        ),
     )
 
 
@@ -203,6 +241,34 @@ def random_windows(
     index = starts[:, None] + torch.arange(seq_len + 1)
     windows = data[index].long()
     return windows[:, :-1], windows[:, 1:]
+
+
+def evaluation_segments(
+    data: torch.Tensor, num_segments: int, segment_len: int, *, seed: int = 0
+) -> torch.Tensor:
+    """``num_segments`` stretches of ``segment_len + 1`` bytes spread over all of ``data``.
+
+    ``data`` is cut into ``num_segments`` equal strata, and each segment starts
+    at a seeded random offset inside its own stratum, so the segments never
+    overlap and reach from the start of the stream to its end (many files, not
+    the first few). Returns ``(num_segments, segment_len + 1)``, the dtype of
+    ``data``: inputs are ``[:, :-1]``, next-byte targets ``[:, 1:]``.
+    """
+    require_positive_int(num_segments, "num_segments")
+    require_positive_int(segment_len, "segment_len")
+    stratum = data.numel() // num_segments
+    if stratum < segment_len + 1:
+        raise ValueError(
+            f"{data.numel()} bytes cannot hold {num_segments} segments of "
+            f"{segment_len} + 1 bytes; ask for fewer or shorter segments, or "
+            "read more validation bytes"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    offsets = torch.randint(
+        0, stratum - segment_len, (num_segments,), generator=generator
+    )
+    starts = torch.arange(num_segments) * stratum + offsets
+    return data[starts[:, None] + torch.arange(segment_len + 1)]
 
 
 def lookback_batch(

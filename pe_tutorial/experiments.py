@@ -44,11 +44,18 @@ from pathlib import Path
 import torch
 
 from . import bench
-from .data import ByteCorpus, lookback_batch, random_windows, stdlib_corpus
+from .data import (
+    ByteCorpus,
+    evaluation_segments,
+    lookback_batch,
+    random_windows,
+    stdlib_corpus,
+)
 from .model import SCHEMES, ByteTransformer, ModelConfig
 from .rope_scaling import SCALING_METHODS, RopeScaling
 from .train import (
     TrainConfig,
+    bits_per_byte,
     length_bits_per_byte,
     length_error,
     lookback_accuracy,
@@ -165,12 +172,20 @@ class _Runner:
             max_train_bytes=preset.train_bytes,
             max_validation_bytes=preset.validation_bytes,
         )
+        # eval_windows segments of the longest length, spread over the whole split
         self.num_targets = preset.eval_windows * max(preset.lengths)
-        if self.num_targets >= self.corpus.validation.numel():
-            raise ValueError(
-                f"preset {preset.name!r} evaluates {self.num_targets} bytes but the "
-                f"validation split has {self.corpus.validation.numel()}"
+        try:
+            self.segments = evaluation_segments(
+                self.corpus.validation, preset.eval_windows, max(preset.lengths)
             )
+            # the same number of training targets at the training length: the gap
+            self.train_segments = evaluation_segments(
+                self.corpus.train, preset.eval_windows, max(preset.lengths)
+            )
+        except ValueError as error:
+            raise ValueError(f"preset {preset.name!r}: {error}") from None
+        # loss by position is kept in bins of 1/16 of the training length
+        self.position_bin = max(1, preset.train.seq_len // 16)
 
     def model_config(self, scheme: str, **switches) -> ModelConfig:
         return ModelConfig(
@@ -199,17 +214,32 @@ class _Runner:
         )
         return model, losses
 
-    def evaluate(self, model: ByteTransformer) -> tuple[dict, dict]:
+    def evaluate(self, model: ByteTransformer) -> dict:
+        """``bpb`` and ``notes`` per length; ``position_bpb`` over the longest window.
+
+        ``position_bpb`` is the loss by position, averaged over bins of
+        ``position_bin`` positions (None where the model cannot read that length).
+        """
         results = length_bits_per_byte(
-            model,
-            self.corpus.validation,
-            self.preset.lengths,
-            num_targets=self.num_targets,
-            device=self.device,
+            model, self.segments, self.preset.lengths, device=self.device
         )
-        bpb = {str(n): r["bpb"] for n, r in results.items()}
-        notes = {str(n): r["note"] for n, r in results.items() if r["note"]}
-        return bpb, notes
+        longest = results[max(self.preset.lengths)]["by_position"]
+        return {
+            "bpb": {str(n): r["bpb"] for n, r in results.items()},
+            "notes": {str(n): r["note"] for n, r in results.items() if r["note"]},
+            "position_bpb": None
+            if longest is None
+            else [
+                round(v, 4)
+                for v in longest.view(-1, self.position_bin).mean(1).tolist()
+            ],
+        }
+
+    def train_split_bpb(self, model: ByteTransformer) -> float:
+        """Bits per byte on training bytes at the training length: the other side of the gap."""
+        return bits_per_byte(
+            model, self.train_segments, self.preset.train.seq_len, device=self.device
+        )
 
     def language_models(self, log) -> tuple[list[dict], dict]:
         p = self.preset
@@ -225,13 +255,14 @@ class _Runner:
                     " every layer" if absolute == "every_layer" else ""
                 )
                 model, losses = self.train_model(config, seed, label)
-                bpb, notes = self.evaluate(model)
+                scores = self.evaluate(model)
+                bpb = scores["bpb"]
                 runs.append(
                     {
                         "seed": seed,
                         "final_train_bpb": _tail_mean(losses) / math.log(2),
-                        "bpb": bpb,
-                        "notes": notes,
+                        "train_split_bpb": self.train_split_bpb(model),
+                        **scores,
                     }
                 )
                 if (scheme, norm, absolute) == ("rope", "pre", "input"):
@@ -266,7 +297,7 @@ class _Runner:
             for seed, model in rope_models.items():
                 scaled = copy.deepcopy(model)
                 scaled.set_rope_scaling(scaling_for(method))
-                bpb, _ = self.evaluate(scaled)
+                bpb = self.evaluate(scaled)["bpb"]
                 runs.append({"seed": seed, "bpb": bpb})
             entries.append(_extension_entry(method, "zero-shot", runs))
             log(f"RoPE {method or 'plain'} zero-shot: {_fmt(entries[-1]['summary'])}")
@@ -292,7 +323,7 @@ class _Runner:
                     progress=self.progress,
                     description=f"fine-tune RoPE {method or 'plain'} seed {seed}",
                 )
-                bpb, _ = self.evaluate(tuned)
+                bpb = self.evaluate(tuned)["bpb"]
                 runs.append({"seed": seed, "bpb": bpb})
             entries.append(_extension_entry(method, "fine-tuned", runs))
             log(f"RoPE {method or 'plain'} fine-tuned: {_fmt(entries[-1]['summary'])}")
@@ -426,6 +457,8 @@ def run_experiments(
             "seeds": list(preset.seeds),
             "lengths": preset.lengths,
             "eval_targets": runner.num_targets,
+            "eval_segments": preset.eval_windows,
+            "position_bin": runner.position_bin,
             "extension_factor": preset.extension_factor,
             "finetune_steps": preset.finetune_steps,
             "lookback": preset.lookback,

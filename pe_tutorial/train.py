@@ -5,9 +5,10 @@ a model that spreads its probability evenly over the 256 byte values scores
 exactly 8, and every bit below that is structure the model has learned.
 
 ``length_bits_per_byte`` evaluates one model at several sequence lengths on
-the *same* validation bytes: each length cuts the same stream into windows of
-its own size, so every length predicts exactly the same targets and only the
-context the model sees differs. A model that cannot read a length (a learned
+the *same* validation bytes: each length cuts the same segments (or stream)
+into windows of its own size, so every length predicts exactly the same
+targets and only the context the model sees differs; it also gives the loss at
+each position of the window (``position_bits_per_byte`` alone). A model that cannot read a length (a learned
 table past its end) gets ``None`` and the reason, not a crash.
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "resolve_device",
     "train",
     "bits_per_byte",
+    "position_bits_per_byte",
     "length_bits_per_byte",
     "lookback_accuracy",
     "length_error",
@@ -161,7 +163,59 @@ def train(
     return losses
 
 
+def _windows(
+    data: torch.Tensor, seq_len: int, num_targets: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-byte targets, ``(W, seq_len)``, cut from a stream or from segments."""
+    require_positive_int(seq_len, "seq_len")
+    if (
+        data.dim() == 2
+    ):  # segments: each row is a stream of its own (evaluation_segments)
+        span = data.shape[1] - 1
+        if span <= 0 or span % seq_len or num_targets is not None:
+            raise ValueError(
+                f"segments of {span} + 1 bytes must split into windows of {seq_len} "
+                "(a multiple), and take no num_targets"
+            )
+        return (
+            data[:, :-1].long().reshape(-1, seq_len),
+            data[:, 1:].long().reshape(-1, seq_len),
+        )
+    if data.dim() != 1:
+        raise ValueError(
+            f"data must be a byte stream (N,) or segments (K, S + 1), got {data.dim()}-D"
+        )
+    available = (data.numel() - 1) // seq_len * seq_len
+    n = available if num_targets is None else num_targets
+    if n <= 0 or n % seq_len or n > available:
+        raise ValueError(
+            f"num_targets={n} must be a positive multiple of seq_len={seq_len} and at "
+            f"most {available} (the bytes available)"
+        )
+    return data[:n].long().view(-1, seq_len), data[1 : n + 1].long().view(-1, seq_len)
+
+
 @torch.no_grad()
+def _token_losses(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    batch_size: int,
+    device: torch.device | str,
+) -> torch.Tensor:
+    """Cross-entropy in nats of every target, ``(W, T)`` float64 on the CPU."""
+    device = torch.device(device)
+    model.to(device).eval()
+    losses = []
+    for start in range(0, inputs.shape[0], batch_size):
+        x = inputs[start : start + batch_size].to(device)
+        y = targets[start : start + batch_size].to(device)
+        logits = model(x).float()
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none")
+        losses.append(loss.view(y.shape).double().cpu())
+    return torch.cat(losses)
+
+
 def bits_per_byte(
     model: nn.Module,
     data: torch.Tensor,
@@ -171,34 +225,38 @@ def bits_per_byte(
     batch_size: int = 16,
     device: torch.device | str = "cpu",
 ) -> float:
-    """Mean cross-entropy / ln 2 of predicting ``data[1 : N + 1]`` from windows of ``seq_len``.
+    """Mean cross-entropy / ln 2 of predicting each byte from the ``seq_len`` windows before it.
 
-    The stream is cut into consecutive windows: window ``w`` reads
-    ``data[w T : (w + 1) T]`` and predicts the bytes one further on. ``N`` is
-    ``num_targets`` (default: as many whole windows as fit) and must be a
-    multiple of ``seq_len``.
+    ``data`` is a stream ``(N,)``: window ``w`` reads ``data[w T : (w + 1) T]``
+    and predicts the bytes one further on, for ``num_targets`` targets (default:
+    as many whole windows as fit; a multiple of ``seq_len``). Or it is segments
+    ``(K, S + 1)`` (``data.evaluation_segments``), each cut the same way, with
+    ``S`` a multiple of ``seq_len``.
     """
-    require_positive_int(seq_len, "seq_len")
-    available = (data.numel() - 1) // seq_len * seq_len
-    n = available if num_targets is None else num_targets
-    if n <= 0 or n % seq_len or n > available:
-        raise ValueError(
-            f"num_targets={n} must be a positive multiple of seq_len={seq_len} and at "
-            f"most {available} (the bytes available)"
-        )
-    device = torch.device(device)
-    model.to(device).eval()
-    inputs = data[:n].long().view(-1, seq_len)  # (W, T)
-    targets = data[1 : n + 1].long().view(-1, seq_len)
-    total = 0.0
-    for start in range(0, inputs.shape[0], batch_size):
-        x = inputs[start : start + batch_size].to(device)
-        y = targets[start : start + batch_size].to(device)
-        logits = model(x).float()
-        total += F.cross_entropy(
-            logits.flatten(0, 1), y.flatten(), reduction="sum"
-        ).item()
-    return total / n / math.log(2)
+    inputs, targets = _windows(data, seq_len, num_targets)
+    losses = _token_losses(model, inputs, targets, batch_size, device)
+    return losses.mean().item() / math.log(2)
+
+
+def position_bits_per_byte(
+    model: nn.Module,
+    data: torch.Tensor,
+    seq_len: int,
+    *,
+    num_targets: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Bits per byte at each position ``0 .. seq_len - 1`` of the window, ``(seq_len,)``.
+
+    The windows are those of ``bits_per_byte``; position ``t`` averages the
+    targets predicted with ``t + 1`` bytes of context. Its mean is
+    ``bits_per_byte``. Plotted over a window longer than the training length it
+    shows *where* an encoding breaks (loss by position).
+    """
+    inputs, targets = _windows(data, seq_len, num_targets)
+    losses = _token_losses(model, inputs, targets, batch_size, device)
+    return losses.mean(0) / math.log(2)
 
 
 def length_error(model: nn.Module, length: int) -> str | None:
@@ -217,31 +275,42 @@ def length_bits_per_byte(
     data: torch.Tensor,
     lengths: Iterable[int],
     *,
-    num_targets: int,
+    num_targets: int | None = None,
     batch_size: int = 16,
     device: torch.device | str = "cpu",
 ) -> dict[int, dict]:
-    """Bits per byte at each length on the same ``num_targets`` validation targets.
+    """Bits per byte at each length on the same validation targets.
 
-    Returns ``{length: {"bpb": float | None, "note": str | None}}``; a length the
-    model rejects (its ``check_length`` raises ``ValueError``) gets
-    ``bpb=None`` and the error as the note.
+    ``data`` is segments ``(K, S + 1)`` whose ``S`` every length divides, or a
+    stream ``(N,)`` of which the first ``num_targets`` targets are read (default:
+    the most that the longest length fits). Returns ``{length: {"bpb": float |
+    None, "by_position": (length,) tensor | None, "note": str | None}}``; a
+    length the model rejects (its ``check_length`` raises ``ValueError``) gets
+    ``None`` and the error as the note.
     """
+    lengths = list(lengths)  # read twice: a generator would be spent after one length
+    if data.dim() == 1 and num_targets is None:
+        longest = max(lengths)
+        num_targets = (data.numel() - 1) // longest * longest
     results = {}
     for length in lengths:
         note = length_error(model, length)
         if note is not None:
-            results[length] = {"bpb": None, "note": note}
+            results[length] = {"bpb": None, "by_position": None, "note": note}
             continue
-        bpb = bits_per_byte(
+        inputs, targets = _windows(data, length, num_targets)
+        losses = _token_losses(
             model,
-            data,
-            length,
-            num_targets=num_targets,
-            batch_size=max(1, batch_size * min(lengths) // length),
-            device=device,
+            inputs,
+            targets,
+            max(1, batch_size * min(lengths) // length),
+            device,
         )
-        results[length] = {"bpb": bpb, "note": None}
+        results[length] = {
+            "bpb": losses.mean().item() / math.log(2),
+            "by_position": losses.mean(0) / math.log(2),
+            "note": None,
+        }
     return results
 
 

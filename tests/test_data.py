@@ -10,6 +10,7 @@ import torch
 
 from pe_tutorial.data import (
     IGNORE_INDEX,
+    evaluation_segments,
     fetch_corpus,
     lookback_batch,
     random_windows,
@@ -59,6 +60,62 @@ def test_site_packages_and_other_files_are_left_out(fake_stdlib):
     names = {path.name for path in stdlib_files(fake_stdlib)}
     assert "third_party.py" not in names and "notes.txt" not in names
     assert len(names) == 40
+
+
+def test_generated_files_are_left_out(fake_stdlib):
+    for name in (
+        "_sysconfigdata__linux_x86_64-linux-gnu.py",
+        "encodings/cp1252.py",
+        "pydoc_data/topics.py",
+    ):
+        (fake_stdlib / name).parent.mkdir(exist_ok=True)
+        (fake_stdlib / name).write_bytes(b"# generated 999\n")
+    (fake_stdlib / "pydoc_data" / "helper.py").write_bytes(b"# module 100\n")
+    names = {p.relative_to(fake_stdlib).as_posix() for p in stdlib_files(fake_stdlib)}
+    assert len(names) == 41 and "pydoc_data/helper.py" in names
+    assert not any("sysconfigdata" in n or n.startswith("encodings/") for n in names)
+    assert "pydoc_data/topics.py" not in names
+    assert 999 not in modules_in(stdlib_corpus(root=fake_stdlib).train)
+
+
+def test_files_are_read_in_a_seeded_shuffled_order(fake_stdlib):
+    def names(seed):
+        return [
+            p.relative_to(fake_stdlib).as_posix()
+            for p in stdlib_files(fake_stdlib, seed=seed)
+        ]
+
+    by_name = [p.relative_to(fake_stdlib).as_posix() for p in stdlib_files(fake_stdlib)]
+    assert by_name == sorted(by_name)
+    # the rule, spelled out: sha256 of "seed:path"
+    assert names(0) == sorted(
+        by_name, key=lambda n: hashlib.sha256(f"0:{n}".encode()).hexdigest()
+    )
+    assert names(0) != by_name and names(1) != names(0)
+    assert sorted(names(1)) == by_name
+    # the corpus reads each side in that order
+    corpus = stdlib_corpus(root=fake_stdlib, validation_percent=30, seed=1)
+    text = bytes(corpus.validation.tolist()).decode()
+    order = [
+        int(line.split()[-1]) for line in text.splitlines() if line.startswith("#")
+    ]
+    shuffled = [int(n.split("mod")[1][:2]) for n in names(1)]
+    assert order == [i for i in shuffled if i in set(order)]
+
+
+def test_evaluation_segments_are_spread_over_the_whole_stream():
+    data = torch.arange(10_000, dtype=torch.int64)  # each byte names its offset
+    segments = evaluation_segments(data, 8, 100, seed=3)
+    assert segments.shape == (8, 101)
+    starts = segments[:, 0]
+    # contiguous stretches, one inside each eighth of the stream, never overlapping
+    assert torch.equal(segments - starts[:, None], torch.arange(101).expand(8, 101))
+    assert torch.equal(starts // 1250, torch.arange(8))
+    assert (segments[:, -1] < (torch.arange(8) + 1) * 1250).all()
+    assert torch.equal(segments, evaluation_segments(data, 8, 100, seed=3))
+    assert not torch.equal(segments, evaluation_segments(data, 8, 100, seed=4))
+    with pytest.raises(ValueError, match="cannot hold 8 segments of 2000"):
+        evaluation_segments(data, 8, 2000)
 
 
 def test_a_byte_budget_reads_a_prefix_of_the_same_bytes(fake_stdlib):

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from pe_tutorial import experiments
 from pe_tutorial.experiments import (
@@ -79,6 +80,33 @@ def test_a_learned_table_is_reported_as_null_with_a_note(tiny_results):
     assert learned["summary"]["32"] is None
     lookback = tiny_results["lookback"][0]
     assert lookback["summary"]["16"] is None
+
+
+def test_every_run_records_its_train_split_score_and_its_loss_by_position(
+    tiny_results,
+):
+    for entry in tiny_results["language_model"]:
+        for run in entry["runs"]:
+            assert 0 < run["train_split_bpb"] < 9
+            curve = run["position_bpb"]
+            if entry["scheme"] == "learned":
+                assert curve is None  # it cannot read the longest window
+                continue
+            # bins of one position (training length 16 / 16) over the window of 32
+            assert len(curve) == 32
+            assert sum(curve) / 32 == pytest.approx(run["bpb"]["32"], abs=1e-3)
+    assert tiny_results["settings"]["eval_segments"] == TINY.eval_windows
+    assert tiny_results["settings"]["position_bin"] == 1
+
+
+def test_the_scored_bytes_are_spread_over_the_validation_split():
+    runner = experiments._Runner(TINY, device=torch.device("cpu"), progress=False)
+    validation = runner.corpus.validation
+    assert runner.segments.shape == (TINY.eval_windows, 32 + 1)
+    # the second segment starts in the second half of the split
+    stream = bytes(validation.tolist())
+    starts = [stream.find(bytes(row.tolist())) for row in runner.segments]
+    assert starts[0] < validation.numel() // 2 <= starts[1]
 
 
 def test_summaries_are_mean_and_spread_of_the_seeds(tiny_results):

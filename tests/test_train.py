@@ -15,6 +15,7 @@ from pe_tutorial.train import (
     bits_per_byte,
     length_bits_per_byte,
     lookback_accuracy,
+    position_bits_per_byte,
     resolve_device,
 )
 
@@ -79,6 +80,65 @@ def test_every_length_scores_the_same_targets():
     )
     values = [r["bpb"] for r in results.values()]
     assert max(values) - min(values) < 1e-5
+
+
+class ContextCounter(nn.Module):
+    """Probability (t + 1) / (t + 2) on the right next byte at window position t.
+
+    Its loss at position t is -log2((t + 1) / (t + 2)) bits whatever the data,
+    so the loss by position has a closed form.
+    """
+
+    def forward(self, tokens):
+        T = tokens.shape[-1]
+        right = (torch.arange(T, dtype=torch.float64) + 1) / (torch.arange(T) + 2)
+        probs = ((1 - right) / 255)[:, None].expand(T, 256).clone()
+        probs = probs.expand(*tokens.shape, 256).clone()
+        probs.scatter_(
+            -1, ((tokens + 1) % 256)[..., None], right[:, None].expand(*tokens.shape, 1)
+        )
+        return probs.log().float()
+
+
+def test_loss_by_position_has_the_closed_form():
+    data = (torch.arange(1 + 16 * 6) % 256).to(torch.uint8)  # next byte = this + 1
+    curve = position_bits_per_byte(ContextCounter(), data, 16)
+    t = torch.arange(16, dtype=torch.float64)
+    expected = -torch.log2((t + 1) / (t + 2))
+    assert torch.allclose(curve, expected, atol=1e-6)
+    assert bits_per_byte(ContextCounter(), data, 16) == pytest.approx(
+        expected.mean().item(), abs=1e-6
+    )
+
+
+def test_segments_are_cut_into_windows_row_by_row():
+    """Each segment is its own stream: no window reads across two segments."""
+    rows = torch.randint(
+        0, 256, (3, 1 + 64), generator=torch.Generator().manual_seed(4)
+    )
+    rows = rows.to(torch.uint8)
+    model = Bigram()
+    from_segments = bits_per_byte(model, rows, 32)
+    one_by_one = [bits_per_byte(model, row, 32) for row in rows]
+    assert from_segments == pytest.approx(sum(one_by_one) / 3, rel=1e-9)
+    results = length_bits_per_byte(model, rows, [16, 32, 64])
+    values = [r["bpb"] for r in results.values()]
+    assert max(values) - min(values) < 1e-9  # a context-free model: the same targets
+    assert results[64]["by_position"].shape == (64,)
+    with pytest.raises(ValueError, match="multiple"):
+        bits_per_byte(model, rows, 48)
+    with pytest.raises(ValueError, match="no num_targets"):
+        bits_per_byte(model, rows, 32, num_targets=64)
+
+
+def test_lengths_may_be_a_generator():
+    """Every length is scored, not only the first (min(lengths) once spent a generator)."""
+    data = torch.randint(0, 256, (1 + 256,), generator=torch.Generator().manual_seed(5))
+    results = length_bits_per_byte(
+        Bigram(), data.to(torch.uint8), (n for n in [32, 64, 128])
+    )
+    assert sorted(results) == [32, 64, 128]
+    assert all(r["bpb"] is not None for r in results.values())
 
 
 def test_a_length_the_model_cannot_read_is_reported_not_raised():
