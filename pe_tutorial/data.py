@@ -13,6 +13,9 @@
   over all of it, so a score reads many files, not the first few.
 - ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
   once into a cache folder when a network exists; ``split_bytes`` splits it.
+- ``passkey_batch``: a key of digits hidden at a chosen depth in random
+  filler, asked for at the end (passkey retrieval, the test long-context work
+  reports).
 - ``lookback_batch``: random symbols whose target at position ``t`` is the
   symbol at ``t - k``. Solving it needs relative position and nothing else, so
   it shows plainly which schemes generalise to longer sequences.
@@ -44,6 +47,8 @@ __all__ = [
     "random_windows",
     "evaluation_segments",
     "lookback_batch",
+    "passkey_batch",
+    "PASSKEY_SYMBOLS",
     "IGNORE_INDEX",
 ]
 
@@ -294,4 +299,56 @@ def lookback_batch(
     inputs = torch.randint(0, num_symbols, (batch_size, seq_len), generator=generator)
     targets = torch.full_like(inputs, IGNORE_INDEX)
     targets[:, lookback:] = inputs[:, :-lookback]
+    return inputs, targets
+
+
+# The passkey task's symbols: filler 0-15, digits 16-25, then the two markers.
+PASSKEY_SYMBOLS = {"filler": 16, "digits": 16, "key": 26, "query": 27}
+
+
+def passkey_batch(
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator,
+    *,
+    key_len: int = 4,
+    depth: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Passkey retrieval: find the key hidden in filler and say it at the end.
+
+    Each row is random filler symbols with ``KEY d1 .. dk`` placed at
+    ``depth`` (0: the start, 1: just before the question; None: a random depth
+    per row), and ends with ``QUERY d1 .. d(k-1)``. The targets ask for the
+    key after ``QUERY``, one digit at each of the last ``k`` positions
+    (``IGNORE_INDEX`` elsewhere), so a model must copy from however far back
+    the key is: content found at any distance, the point of the test
+    (Mohtashami and Jaggi, 2023). Symbols are ``PASSKEY_SYMBOLS``.
+    """
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(key_len, "key_len")
+    last_start = seq_len - 2 * key_len - 1  # room for the key block and the question
+    if last_start < 0:
+        raise ValueError(
+            f"seq_len={seq_len} cannot hold a key of {key_len} digits and the "
+            f"question: it needs at least {2 * key_len + 1} positions"
+        )
+    if depth is not None and not 0 <= depth <= 1:
+        raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
+    s = PASSKEY_SYMBOLS
+    tokens = torch.randint(
+        0, s["filler"], (batch_size, seq_len + 1), generator=generator
+    )
+    key = s["digits"] + torch.randint(0, 10, (batch_size, key_len), generator=generator)
+    if depth is None:
+        starts = torch.randint(0, last_start + 1, (batch_size,), generator=generator)
+    else:
+        starts = torch.full((batch_size,), round(depth * last_start))
+    rows = torch.arange(batch_size)[:, None]
+    tokens[rows, starts[:, None]] = s["key"]
+    tokens[rows, starts[:, None] + 1 + torch.arange(key_len)] = key
+    tokens[:, seq_len - key_len] = s["query"]
+    tokens[:, seq_len - key_len + 1 :] = key
+    inputs = tokens[:, :-1]
+    targets = torch.full_like(inputs, IGNORE_INDEX)
+    targets[:, -key_len:] = key
     return inputs, targets

@@ -42,6 +42,7 @@ from importlib import resources
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from . import bench
 from .data import (
@@ -168,6 +169,7 @@ class _Runner:
         self.preset = preset
         self.device = device
         self.progress = progress
+        self.log: Callable[[str], None] = lambda message: None
         self.corpus: ByteCorpus = stdlib_corpus(
             max_train_bytes=preset.train_bytes,
             max_validation_bytes=preset.validation_bytes,
@@ -241,66 +243,106 @@ class _Runner:
             model, self.train_segments, self.preset.train.seq_len, device=self.device
         )
 
-    def language_models(self, log) -> tuple[list[dict], dict]:
+    def variants(self) -> list[tuple[str, str, str]]:
         p = self.preset
         variants = [(s, "pre", "input") for s in p.schemes]
         variants += [(s, "post", "input") for s in p.post_norm_schemes]
         variants += [(s, "pre", "every_layer") for s in p.every_layer_schemes]
-        entries, rope_models = [], {}
-        for scheme, norm, absolute in variants:
-            config = self.model_config(scheme, norm=norm, absolute=absolute)
-            runs = []
-            for seed in p.seeds:
-                label = f"{scheme} {norm}-norm" + (
-                    " every layer" if absolute == "every_layer" else ""
-                )
-                model, losses = self.train_model(config, seed, label)
-                scores = self.evaluate(model)
-                bpb = scores["bpb"]
-                runs.append(
-                    {
-                        "seed": seed,
-                        "final_train_bpb": _tail_mean(losses) / math.log(2),
-                        "train_split_bpb": self.train_split_bpb(model),
-                        **scores,
-                    }
-                )
-                if (scheme, norm, absolute) == ("rope", "pre", "input"):
-                    rope_models[seed] = model
-                log(f"{label}, seed {seed}: bpb {_fmt(bpb)}")
-            entries.append(
-                {
-                    "scheme": scheme,
-                    "norm": norm,
-                    "absolute": absolute,
-                    "parameters": model.num_parameters(),
-                    "runs": runs,
-                    "summary": _summarise_runs(runs, "bpb"),
-                }
-            )
-        return entries, rope_models
+        return variants
 
-    def rope_extension(self, rope_models: dict, log) -> list[dict]:
+    def extension_stages(self) -> list[tuple[str | None, str]]:
+        p = self.preset
+        return [(m, "zero-shot") for m in (None, *p.extension_methods)] + [
+            (m, "fine-tuned") for m in p.finetune_methods
+        ]
+
+    def plan(self) -> list[tuple[str, int, dict, Callable[[], dict]]]:
+        """Every unit of work in order: key, training steps, fingerprint, what computes it.
+
+        A unit is one trained model and all that is measured on it, so a run
+        stopped between units loses nothing (``RunFile``). The RoPE model's
+        unit includes its context-extension variants, which start from it.
+        """
+        p = self.preset
+        common = {
+            "corpus": self.corpus.describe(),
+            "lengths": p.lengths,
+            "eval_segments": p.eval_windows,
+            "device_type": self.device.type,
+        }
+        units = []
+        for scheme, norm, absolute in self.variants():
+            extends = (scheme, norm, absolute) == ("rope", "pre", "input")
+            steps = p.train.steps + extends * p.finetune_steps * len(p.finetune_methods)
+            model = self.model_config(scheme, norm=norm, absolute=absolute).to_dict()
+            for seed in p.seeds:
+                fingerprint = {
+                    **common,
+                    "model": model,
+                    "train": asdict(p.train),
+                    "seed": seed,
+                }
+                if extends:
+                    fingerprint["extension"] = {
+                        "factor": p.extension_factor,
+                        "stages": self.extension_stages(),
+                        "finetune_steps": p.finetune_steps,
+                    }
+                compute = functools.partial(
+                    self.language_model_unit, scheme, norm, absolute, seed, extends
+                )
+                key = f"lm/{scheme}/{norm}/{absolute}/{seed}"
+                units.append((key, steps, fingerprint, compute))
+        if p.lookback:
+            for scheme in p.schemes:
+                model = self.model_config(scheme).to_dict()
+                for seed in p.seeds:
+                    fingerprint = {
+                        "device_type": self.device.type,
+                        "lookback": p.lookback,
+                        "multiples": p.multiples,
+                        "model": model,
+                        "train": asdict(p.train),
+                        "seed": seed,
+                    }
+                    compute = functools.partial(self.lookback_unit, scheme, seed)
+                    key = f"lookback/{scheme}/{seed}"
+                    units.append((key, p.lookback["steps"], fingerprint, compute))
+        return units
+
+    def language_model_unit(
+        self, scheme: str, norm: str, absolute: str, seed: int, extends: bool
+    ) -> dict:
+        config = self.model_config(scheme, norm=norm, absolute=absolute)
+        label = f"{scheme} {norm}-norm" + (
+            " every layer" if absolute == "every_layer" else ""
+        )
+        model, losses = self.train_model(config, seed, label)
+        scores = self.evaluate(model)
+        run = {
+            "seed": seed,
+            "final_train_bpb": _tail_mean(losses) / math.log(2),
+            "train_split_bpb": self.train_split_bpb(model),
+            **scores,
+        }
+        self.log(f"{label}, seed {seed}: bpb {_fmt(scores['bpb'])}")
+        unit = {"run": run, "parameters": model.num_parameters()}
+        if extends:
+            unit["extension"] = self.rope_extension(model, seed)
+        return unit
+
+    def scaling_for(self, method: str | None) -> RopeScaling | None:
+        if method is None:
+            return None
+        p = self.preset
+        return RopeScaling(
+            method, factor=p.extension_factor, original_max_positions=p.train.seq_len
+        )
+
+    def rope_extension(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
+        """bpb per length of each scaling method on a trained RoPE model, zero-shot and tuned."""
         p = self.preset
         L = p.train.seq_len
-        entries = []
-
-        def scaling_for(method):
-            if method is None:
-                return None
-            return RopeScaling(
-                method, factor=p.extension_factor, original_max_positions=L
-            )
-
-        for method in (None, *p.extension_methods):
-            runs = []
-            for seed, model in rope_models.items():
-                scaled = copy.deepcopy(model)
-                scaled.set_rope_scaling(scaling_for(method))
-                bpb = self.evaluate(scaled)["bpb"]
-                runs.append({"seed": seed, "bpb": bpb})
-            entries.append(_extension_entry(method, "zero-shot", runs))
-            log(f"RoPE {method or 'plain'} zero-shot: {_fmt(entries[-1]['summary'])}")
         target = int(p.extension_factor * L)
         tune = replace(
             p.train,
@@ -309,79 +351,170 @@ class _Runner:
             batch_size=max(1, p.train.batch_size * L // target),
             warmup_steps=max(1, p.finetune_steps // 10),
             learning_rate=p.train.learning_rate / 3,
+            seed=seed + 1000,
         )
-        for method in p.finetune_methods:
-            runs = []
-            for seed, model in rope_models.items():
-                tuned = copy.deepcopy(model)
-                tuned.set_rope_scaling(scaling_for(method))
+        results = {}
+        for method, stage in self.extension_stages():
+            variant = copy.deepcopy(model)
+            variant.set_rope_scaling(self.scaling_for(method))
+            if stage == "fine-tuned":
                 train(
-                    tuned,
+                    variant,
                     self.text_batches(tune),
-                    replace(tune, seed=seed + 1000),
+                    tune,
                     device=self.device,
                     progress=self.progress,
                     description=f"fine-tune RoPE {method or 'plain'} seed {seed}",
                 )
-                bpb = self.evaluate(tuned)["bpb"]
-                runs.append({"seed": seed, "bpb": bpb})
-            entries.append(_extension_entry(method, "fine-tuned", runs))
-            log(f"RoPE {method or 'plain'} fine-tuned: {_fmt(entries[-1]['summary'])}")
-        return entries
+            results[f"{method or 'none'}/{stage}"] = self.evaluate(variant)["bpb"]
+        return results
 
-    def lookback(self, log) -> list[dict]:
+    def lookback_unit(self, scheme: str, seed: int) -> dict:
         p = self.preset
         task = p.lookback
         L = task["seq_len"]
         config = replace(
-            p.train, steps=task["steps"], seq_len=L, warmup_steps=task["steps"] // 10
+            p.train,
+            steps=task["steps"],
+            seq_len=L,
+            warmup_steps=task["steps"] // 10,
+            seed=seed,
         )
-        entries = []
-        for scheme in p.schemes:
-            model_config = replace(self.model_config(scheme), max_positions=L)
-            runs = []
-            for seed in p.seeds:
-                torch.manual_seed(seed)
-                model = ByteTransformer(model_config)
+        torch.manual_seed(seed)
+        model = ByteTransformer(replace(self.model_config(scheme), max_positions=L))
 
-                def batches(generator, n=L, size=config.batch_size):
-                    return lookback_batch(
-                        size,
-                        n,
-                        generator,
-                        lookback=task["lookback"],
-                        num_symbols=task["num_symbols"],
-                    )
+        def batches(generator, n=L, size=config.batch_size):
+            return lookback_batch(
+                size,
+                n,
+                generator,
+                lookback=task["lookback"],
+                num_symbols=task["num_symbols"],
+            )
 
-                train(
-                    model,
-                    batches,
-                    replace(config, seed=seed),
-                    device=self.device,
-                    progress=self.progress,
-                    description=f"look-back {scheme} seed {seed}",
+        train(
+            model,
+            batches,
+            config,
+            device=self.device,
+            progress=self.progress,
+            description=f"look-back {scheme} seed {seed}",
+        )
+        accuracy = {}
+        for m in p.multiples:
+            n = m * L
+            accuracy[str(n)] = (
+                None
+                if length_error(model, n) is not None
+                else lookback_accuracy(
+                    model, functools.partial(batches, n=n, size=64), device=self.device
                 )
-                accuracy = {}
-                for m in p.multiples:
-                    n = m * L
-                    if length_error(model, n) is not None:
-                        accuracy[str(n)] = None
-                        continue
-                    accuracy[str(n)] = lookback_accuracy(
-                        model,
-                        functools.partial(batches, n=n, size=64),
-                        device=self.device,
-                    )
-                runs.append({"seed": seed, "accuracy": accuracy})
-            entries.append(
+            )
+        self.log(f"look-back {scheme}, seed {seed}: {_fmt(accuracy)}")
+        return {"run": {"seed": seed, "accuracy": accuracy}}
+
+    def assemble(self, units: dict[str, dict]) -> dict:
+        """The sections of the results, from the finished units."""
+        p = self.preset
+        language_model = []
+        for scheme, norm, absolute in self.variants():
+            done = [units[f"lm/{scheme}/{norm}/{absolute}/{seed}"] for seed in p.seeds]
+            runs = [unit["run"] for unit in done]
+            language_model.append(
                 {
                     "scheme": scheme,
+                    "norm": norm,
+                    "absolute": absolute,
+                    "parameters": done[0]["parameters"],
                     "runs": runs,
-                    "summary": _summarise_runs(runs, "accuracy"),
+                    "summary": _summarise_runs(runs, "bpb"),
                 }
             )
-            log(f"look-back {scheme}: {_fmt(entries[-1]['summary'])}")
-        return entries
+        rope_extension = []
+        if ("rope", "pre", "input") in self.variants():
+            rope = [units[f"lm/rope/pre/input/{seed}"] for seed in p.seeds]
+            for method, stage in self.extension_stages():
+                name = f"{method or 'none'}/{stage}"
+                runs = [
+                    {"seed": seed, "bpb": unit["extension"][name]}
+                    for seed, unit in zip(p.seeds, rope, strict=True)
+                ]
+                rope_extension.append(_extension_entry(method, stage, runs))
+        lookback = []
+        if p.lookback:
+            for scheme in p.schemes:
+                runs = [units[f"lookback/{scheme}/{seed}"]["run"] for seed in p.seeds]
+                lookback.append(
+                    {
+                        "scheme": scheme,
+                        "runs": runs,
+                        "summary": _summarise_runs(runs, "accuracy"),
+                    }
+                )
+        return {
+            "language_model": language_model,
+            "rope_extension": rope_extension,
+            "lookback": lookback,
+        }
+
+    def settings(self) -> dict:
+        p = self.preset
+        return {
+            "model": {
+                k: v
+                for k, v in self.model_config("rope").to_dict().items()
+                if k not in ("scheme", "norm", "absolute", "rope_scaling")
+            },
+            "train": asdict(p.train),
+            "seeds": list(p.seeds),
+            "lengths": p.lengths,
+            "eval_targets": self.num_targets,
+            "eval_segments": p.eval_windows,
+            "position_bin": self.position_bin,
+            "extension_factor": p.extension_factor,
+            "finetune_steps": p.finetune_steps,
+            "lookback": p.lookback,
+        }
+
+
+class RunFile:
+    """The finished units of one run, on disk: rewritten after each unit, read by resume.
+
+    The file maps each unit's key to ``{"fingerprint", "result", "seconds"}``;
+    the fingerprint is everything the unit's result depends on (the corpus,
+    the evaluation, the model and training settings, the seed, the device
+    type). It is replaced atomically (a temporary file, then a rename), so a
+    run stopped at any moment leaves every finished unit on disk. On resume a
+    unit is reused only if its fingerprint is unchanged, so a preset that gains
+    an experiment reuses what it had and runs the rest. Without a path it only
+    keeps the units in memory.
+    """
+
+    def __init__(self, path: Path | None, *, resume: bool):
+        self.path = path
+        self.units: dict[str, dict] = {}
+        if path is not None and resume and path.exists():
+            self.units = json.loads(path.read_text())["units"]
+
+    def result(self, key: str, fingerprint: dict) -> dict | None:
+        """The unit's result if it finished with this fingerprint, else None."""
+        unit = self.units.get(key)
+        if unit is None or unit["fingerprint"] != fingerprint:
+            return None
+        return unit["result"]
+
+    def save(self, key: str, fingerprint: dict, result: dict, seconds: float) -> None:
+        self.units[key] = {
+            "fingerprint": fingerprint,
+            "result": result,
+            "seconds": seconds,
+        }
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps({"units": self.units}))
+        os.replace(temporary, self.path)
 
 
 def _extension_entry(method: str | None, stage: str, runs: list[dict]) -> dict:
@@ -421,6 +554,8 @@ def run_experiments(
     device: str | torch.device | None = "auto",
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    partial: str | Path | None = None,
+    resume: bool = False,
 ) -> dict:
     """Run every experiment of a preset; return the results as a JSON-ready dict.
 
@@ -428,44 +563,54 @@ def run_experiments(
     hold one entry per variant, each with its per-seed ``runs`` and a
     ``summary`` per length (mean, std, n; None where a length could not run).
     ``results["metadata"]`` says where, when and on what it ran.
+
+    With ``partial`` (a path), every finished unit (one trained model and what
+    is measured on it) is written there at once; with ``resume=True`` the
+    units already in that file are read back instead of run again, so a
+    stopped run continues where it stopped and ends with the same results.
+    A bar with the time left follows the units' training steps.
     """
     preset = _check_preset(preset) if isinstance(preset, str) else preset
     device = resolve_device(device)
-    log = log or (lambda message: None)
-    start = time.perf_counter()
     runner = _Runner(preset, device, progress)
-    language_model, rope_models = runner.language_models(log)
-    rope_extension = runner.rope_extension(rope_models, log) if rope_models else []
-    lookback = runner.lookback(log) if preset.lookback else []
-    wall = time.perf_counter() - start
+    if log is not None:
+        runner.log = log
+    settings = runner.settings()
+    run_file = RunFile(None if partial is None else Path(partial), resume=resume)
+    plan = runner.plan()
+    bar = tqdm(
+        total=sum(steps for _, steps, _, _ in plan),
+        desc=f"{preset.name} preset",
+        unit="step",
+        disable=not progress,
+        file=sys.stderr,
+        mininterval=1.0,
+    )
+    results, seconds = {}, 0.0
+    with bar:
+        for key, steps, fingerprint, compute in plan:
+            # JSON-shaped, as it will be compared with the file's copy
+            fingerprint = json.loads(json.dumps(fingerprint))
+            result = run_file.result(key, fingerprint)
+            if result is None:
+                start = time.perf_counter()
+                result = compute()
+                run_file.save(key, fingerprint, result, time.perf_counter() - start)
+            results[key] = result
+            seconds += run_file.units[key]["seconds"]
+            bar.update(steps)
     return {
         "preset": preset.name,
         "metadata": {
             "command": f"python -m pe_tutorial.experiments --preset {preset.name}",
             **bench.environment(device),
-            "wall_seconds": wall,
+            # the units' own times, summed: a resumed run counts every part
+            "wall_seconds": seconds,
             "peak_memory_mib": _peak_memory_mib(),
             "corpus": runner.corpus.describe(),
         },
-        "settings": {
-            "model": {
-                k: v
-                for k, v in runner.model_config("rope").to_dict().items()
-                if k not in ("scheme", "norm", "absolute", "rope_scaling")
-            },
-            "train": asdict(preset.train),
-            "seeds": list(preset.seeds),
-            "lengths": preset.lengths,
-            "eval_targets": runner.num_targets,
-            "eval_segments": preset.eval_windows,
-            "position_bin": runner.position_bin,
-            "extension_factor": preset.extension_factor,
-            "finetune_steps": preset.finetune_steps,
-            "lookback": preset.lookback,
-        },
-        "language_model": language_model,
-        "rope_extension": rope_extension,
-        "lookback": lookback,
+        "settings": settings,
+        **runner.assemble(results),
     }
 
 
@@ -518,11 +663,27 @@ def summarise(results: dict, section: str = "language_model") -> list[dict]:
     return rows
 
 
+def partial_path(final: Path) -> Path:
+    """Where a run that will write ``final`` keeps its finished units meanwhile."""
+    return final.with_name(final.name + ".partial")
+
+
+def _writable_folder(path: Path) -> str | None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"the folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder} cannot be written"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m pe_tutorial.experiments",
         description="Train byte language models with every position scheme and "
-        "measure them at 1x to 8x their training length (chapter 9).",
+        "measure them at 1x to 8x their training length (chapter 9). With --record "
+        "or --json, each finished model is kept on disk at once (PATH.partial), and "
+        "--resume continues a stopped run from there.",
     )
     parser.add_argument("--preset", default="quick", help=f"one of {tuple(PRESETS)}")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
@@ -532,6 +693,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write the results into the package, where chapter 9 reads them",
     )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the stopped run whose finished units are in PATH.partial",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     try:
@@ -539,6 +705,19 @@ def main(argv: list[str] | None = None) -> int:
         device = resolve_device(args.device)
     except ValueError as error:
         parser.error(str(error))
+    targets = [results_path(preset.name)] if args.record else []
+    targets += [args.json] if args.json else []
+    for target in targets:
+        problem = _writable_folder(target)
+        if problem:
+            parser.error(f"cannot write {target}: {problem}")
+    if args.resume and not targets:
+        parser.error(
+            "--resume continues a run that writes its results: add --record or --json"
+        )
+    partial = partial_path(targets[0]) if targets else None
+    if args.resume and not partial.exists():
+        parser.error(f"nothing to resume: {partial} does not exist")
     threads = os.environ.get("OMP_NUM_THREADS")
     print(
         f"preset {preset.name} on {device} ({bench.device_name(device)}), "
@@ -546,22 +725,26 @@ def main(argv: list[str] | None = None) -> int:
         + (f" (OMP_NUM_THREADS={threads})" if threads else ""),
         flush=True,
     )
-    results = run_experiments(
-        preset,
-        device=device,
-        progress=not args.no_progress,
-        log=lambda message: print(message, flush=True),
-    )
+    if partial is not None:
+        print(f"finished units are kept in {partial}", flush=True)
+    try:
+        results = run_experiments(
+            preset,
+            device=device,
+            progress=not args.no_progress,
+            log=lambda message: print(message, flush=True),
+            partial=partial,
+            resume=args.resume,
+        )
+    except ValueError as error:  # a partial file of another run
+        parser.error(str(error))
     text = json.dumps(results, indent=1) + "\n"
-    if args.json:
-        args.json.write_text(text)
-        print(f"wrote {args.json}")
-    if args.record:
-        path = results_path(preset.name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"recorded {path}")
-    print(f"done in {results['metadata']['wall_seconds']:.0f} s")
+    for target in targets:
+        target.write_text(text)
+        print(f"wrote {target}")
+    if partial is not None:
+        partial.unlink(missing_ok=True)
+    print(f"done: {results['metadata']['wall_seconds']:.0f} s of training and scoring")
     return 0
 
 

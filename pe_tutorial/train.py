@@ -36,6 +36,7 @@ __all__ = [
     "position_bits_per_byte",
     "length_bits_per_byte",
     "lookback_accuracy",
+    "passkey_accuracy",
     "length_error",
 ]
 
@@ -329,3 +330,21 @@ def lookback_accuracy(
     predictions = model(inputs.to(device)).argmax(-1).cpu()
     scored = targets != IGNORE_INDEX
     return (predictions[scored] == targets[scored]).float().mean().item()
+
+
+@torch.no_grad()
+def passkey_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    *,
+    seed: int = 1234,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Fraction of rows whose every scored target is right (the whole key recalled)."""
+    device = torch.device(device)
+    model.to(device).eval()
+    inputs, targets = batches(torch.Generator().manual_seed(seed))
+    predictions = model(inputs.to(device)).argmax(-1).cpu()
+    scored = targets != IGNORE_INDEX
+    right = (predictions == targets) | ~scored
+    return right.all(dim=1).float().mean().item()

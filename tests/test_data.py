@@ -10,9 +10,11 @@ import torch
 
 from pe_tutorial.data import (
     IGNORE_INDEX,
+    PASSKEY_SYMBOLS,
     evaluation_segments,
     fetch_corpus,
     lookback_batch,
+    passkey_batch,
     random_windows,
     split_bytes,
     stdlib_corpus,
@@ -196,3 +198,42 @@ def test_lookback_targets_are_k_back():
         assert torch.equal(targets[:, t], inputs[:, t - 3])
     with pytest.raises(ValueError, match="leaves nothing to predict"):
         lookback_batch(1, 3, torch.Generator(), lookback=3)
+
+
+def test_passkey_rows_hide_the_key_at_the_depth_and_ask_for_it_at_the_end():
+    s = PASSKEY_SYMBOLS
+    generator = torch.Generator().manual_seed(0)
+    inputs, targets = passkey_batch(5, 40, generator, key_len=4, depth=0.5)
+    assert inputs.shape == targets.shape == (5, 40)
+    last_start = 40 - 2 * 4 - 1
+    start = round(0.5 * last_start)
+    assert (inputs[:, start] == s["key"]).all()
+    key = inputs[:, start + 1 : start + 5]
+    assert ((key >= s["digits"]) & (key < s["digits"] + 10)).all()
+    # the question: QUERY, then the key's first digits; the targets are the key
+    assert (inputs[:, 36] == s["query"]).all()
+    assert torch.equal(inputs[:, 37:], key[:, :3])
+    assert torch.equal(targets[:, 36:], key)
+    assert (targets[:, :36] == IGNORE_INDEX).all()
+    # the filler holds no marker or digit
+    filler = torch.cat([inputs[:, :start], inputs[:, start + 5 : 36]], dim=1)
+    assert (filler < s["filler"]).all()
+
+
+def test_passkey_depths_run_from_the_start_to_just_before_the_question():
+    generator = torch.Generator().manual_seed(1)
+    first, _ = passkey_batch(2, 30, generator, key_len=3, depth=0.0)
+    last, _ = passkey_batch(2, 30, generator, key_len=3, depth=1.0)
+    assert (first[:, 0] == PASSKEY_SYMBOLS["key"]).all()
+    assert (last[:, 30 - 3 - 4] == PASSKEY_SYMBOLS["key"]).all()  # key block ends at 26
+    mixed, _ = passkey_batch(64, 30, generator, key_len=3)
+    places = (mixed == PASSKEY_SYMBOLS["key"]).float().argmax(1)
+    assert len(places.unique()) > 5  # a random depth per row
+
+
+def test_passkey_rejects_what_it_cannot_build():
+    generator = torch.Generator()
+    with pytest.raises(ValueError, match="at least 9 positions"):
+        passkey_batch(1, 8, generator, key_len=4)
+    with pytest.raises(ValueError, match="depth must be between 0 and 1"):
+        passkey_batch(1, 32, generator, depth=1.5)

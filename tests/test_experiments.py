@@ -164,6 +164,102 @@ def test_cli_writes_json_and_records(tmp_path, monkeypatch):
     assert recorded.read_text() == out.read_text()
 
 
+def without_times(results: dict) -> dict:
+    return {key: value for key, value in results.items() if key != "metadata"}
+
+
+def test_a_stopped_run_resumed_gives_the_same_results(
+    tmp_path, monkeypatch, tiny_results
+):
+    """Stop after three finished units; --resume reads them back and runs the rest."""
+    partial = tmp_path / "run.json.partial"
+    save = experiments.RunFile.save
+    saved = []
+
+    def save_then_stop(self, key, fingerprint, unit, seconds):
+        save(self, key, fingerprint, unit, seconds)
+        saved.append(key)
+        if len(saved) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(experiments.RunFile, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiments(TINY, device="cpu", progress=False, partial=partial)
+    assert set(json.loads(partial.read_text())["units"]) == set(saved)
+
+    monkeypatch.setattr(experiments.RunFile, "save", save)
+    ran = []
+    monkeypatch.setattr(
+        experiments._Runner,
+        "language_model_unit",
+        _recording(experiments._Runner.language_model_unit, ran),
+    )
+    resumed = run_experiments(
+        TINY, device="cpu", progress=False, partial=partial, resume=True
+    )
+    # five variants of two seeds: only the seven not finished before the stop
+    assert len(ran) == 5 * len(TINY.seeds) - 3
+    assert without_times(resumed) == without_times(json.loads(json.dumps(tiny_results)))
+
+
+def _recording(method, calls):
+    def wrapper(self, *args):
+        calls.append(args)
+        return method(self, *args)
+
+    return wrapper
+
+
+def test_a_unit_recorded_with_other_settings_is_run_again(tmp_path, monkeypatch):
+    partial = tmp_path / "run.json.partial"
+    run_experiments(TINY, device="cpu", progress=False, partial=partial)
+    stored = json.loads(partial.read_text())
+    assert len(stored["units"]) == 16
+    # a longer lookback training changes only the lookback units' fingerprints
+    longer = replace(TINY, lookback={**TINY.lookback, "steps": 4})
+    ran = []
+    monkeypatch.setattr(
+        experiments._Runner,
+        "lookback_unit",
+        _recording(experiments._Runner.lookback_unit, ran),
+    )
+    monkeypatch.setattr(
+        experiments._Runner,
+        "language_model_unit",
+        _recording(experiments._Runner.language_model_unit, ran),
+    )
+    run_experiments(longer, device="cpu", progress=False, partial=partial, resume=True)
+    assert len(ran) == 6 and all(len(args) == 2 for args in ran)  # (scheme, seed)
+
+
+def test_cli_resume_needs_a_run_to_resume_and_a_place_to_write(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--resume"])
+    assert "add --record or --json" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--json", str(tmp_path / "out.json"), "--resume"])
+    assert "nothing to resume" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--json", str(tmp_path / "missing" / "out.json")])
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_keeps_finished_units_and_removes_them_when_done(tmp_path, monkeypatch):
+    monkeypatch.setitem(experiments.PRESETS, "quick", TINY)
+    out = tmp_path / "out.json"
+    seen = []
+    save = experiments.RunFile.save
+
+    def save_and_look(self, key, fingerprint, unit, seconds):
+        save(self, key, fingerprint, unit, seconds)
+        seen.append((tmp_path / "out.json.partial").is_file())
+
+    monkeypatch.setattr(experiments.RunFile, "save", save_and_look)
+    assert main(["--json", str(out), "--no-progress"]) == 0
+    assert seen and all(seen)
+    assert not (tmp_path / "out.json.partial").exists()
+
+
 def test_the_recorded_standard_run_ships_with_the_package():
     results = load_results("standard")
     assert results is not None, (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -15,6 +16,7 @@ from pe_tutorial.train import (
     bits_per_byte,
     length_bits_per_byte,
     lookback_accuracy,
+    passkey_accuracy,
     position_bits_per_byte,
     resolve_device,
 )
@@ -195,3 +197,33 @@ def test_train_config_is_checked():
         TrainConfig(steps=0)
     with pytest.raises(ValueError, match="learning_rate must be a positive"):
         TrainConfig(learning_rate=-1.0)
+
+
+def test_passkey_accuracy_of_a_copier_and_of_a_model_that_misses_one_digit():
+    from pe_tutorial.data import PASSKEY_SYMBOLS, passkey_batch
+
+    class Copier(nn.Module):
+        """Finds the KEY marker and says the digit after the one it is asked for."""
+
+        def __init__(self, wrong_last: bool = False):
+            super().__init__()
+            self.wrong_last = wrong_last
+
+        def forward(self, tokens):
+            B, T = tokens.shape
+            logits = torch.zeros(B, T, 256)
+            start = (tokens == PASSKEY_SYMBOLS["key"]).float().argmax(1)
+            for row in range(B):
+                key = tokens[row, start[row] + 1 : start[row] + 5]
+                answer = key.clone()
+                if self.wrong_last:
+                    digit = answer[-1] - PASSKEY_SYMBOLS["digits"]
+                    answer[-1] = PASSKEY_SYMBOLS["digits"] + (digit + 1) % 10
+                logits[row, T - 4 + torch.arange(4), answer] = 1.0
+            return logits
+
+    batches = functools.partial(passkey_batch, 16, 48)
+    assert passkey_accuracy(Copier(), batches) == 1.0
+    assert passkey_accuracy(Copier(wrong_last=True), batches) == 0.0
+    # digit by digit the second one is right three times in four
+    assert lookback_accuracy(Copier(wrong_last=True), batches) == pytest.approx(0.75)
