@@ -245,5 +245,25 @@ class LearnedPositionalEmbedding(nn.Module):
                 )
         return self.weight[positions]
 
+    @torch.no_grad()
+    def extend(self, max_positions: int) -> None:
+        """Grow the table to ``max_positions`` rows, in place; new rows copy the trained ones.
+
+        Row ``p`` of the longer table starts as row ``p mod L`` of the old one
+        (``L`` rows), the initialisation Longformer used to lengthen RoBERTa's
+        table before fine-tuning on longer windows (Beltagy et al., 2020). The
+        new rows only mean something after that fine-tuning (chapter 9).
+        """
+        require_positive_int(max_positions, "max_positions")
+        if max_positions <= self.max_positions:
+            raise ValueError(
+                f"the table has {self.max_positions} rows already; extend it to more"
+            )
+        rows = (
+            torch.arange(max_positions, device=self.weight.device) % self.max_positions
+        )
+        self.weight = nn.Parameter(self.weight[rows].clone())
+        self.max_positions = max_positions
+
     def extra_repr(self) -> str:
         return f"max_positions={self.max_positions}, dim={self.dim}"

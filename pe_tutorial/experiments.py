@@ -49,10 +49,12 @@ from .data import (
     ByteCorpus,
     evaluation_segments,
     lookback_batch,
+    passkey_batch,
     random_windows,
     stdlib_corpus,
 )
 from .model import SCHEMES, ByteTransformer, ModelConfig
+from .rope_bands import BAND_ABLATIONS, band_frequencies
 from .rope_scaling import SCALING_METHODS, RopeScaling
 from .train import (
     TrainConfig,
@@ -60,12 +62,14 @@ from .train import (
     length_bits_per_byte,
     length_error,
     lookback_accuracy,
+    passkey_accuracy,
     resolve_device,
     train,
 )
 
 __all__ = [
     "Preset",
+    "Variant",
     "PRESETS",
     "run_experiments",
     "results_path",
@@ -93,15 +97,55 @@ class Preset:
     schemes: tuple[str, ...] = SCHEMES
     post_norm_schemes: tuple[str, ...] = ("rope", "alibi")
     every_layer_schemes: tuple[str, ...] = ("sinusoidal",)
+    # schemes trained pre- and post-norm at each of these learning rates besides
+    # the preset's own, so each norm is compared at its best
+    learning_rate_schemes: tuple[str, ...] = ()
+    learning_rates: tuple[float, ...] = ()
+    # more variants, each a scheme with ModelConfig fields changed: (scheme, {field: value})
+    ablations: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
     extension_factor: float = 4.0
     extension_methods: tuple[str, ...] = SCALING_METHODS
     finetune_methods: tuple[str | None, ...] = (None, "linear", "yarn")
     finetune_steps: int = 40
     lookback: dict = field(default_factory=dict)
+    # passkey retrieval: seq_len, steps, batch_size, key_len, depths (empty: skipped)
+    passkey: dict = field(default_factory=dict)
 
     @property
     def lengths(self) -> list[int]:
         return [m * self.train.seq_len for m in self.multiples]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One language-model variant: a scheme, its norm and table placement, and changes.
+
+    ``learning_rate`` None means the preset's; ``changes`` are ModelConfig
+    fields set otherwise, as ``(name, value)`` pairs.
+    """
+
+    scheme: str
+    norm: str = "pre"
+    absolute: str = "input"
+    learning_rate: float | None = None
+    changes: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def key(self) -> str:
+        parts = [self.scheme, self.norm, self.absolute]
+        if self.learning_rate is not None:
+            parts.append(f"lr={self.learning_rate:g}")
+        parts += [f"{name}={value}" for name, value in self.changes]
+        return "/".join(parts)
+
+    @property
+    def label(self) -> str:
+        text = f"{self.scheme} {self.norm}-norm"
+        if self.absolute == "every_layer":
+            text += " every layer"
+        if self.learning_rate is not None:
+            text += f" lr {self.learning_rate:g}"
+        return text + "".join(f" {name}={value}" for name, value in self.changes)
 
 
 PRESETS: dict[str, Preset] = {
@@ -190,22 +234,20 @@ class _Runner:
         self.position_bin = max(1, preset.train.seq_len // 16)
 
     def model_config(self, scheme: str, **switches) -> ModelConfig:
-        return ModelConfig(
-            scheme=scheme,
-            max_positions=self.preset.train.seq_len,
-            **self.preset.model,
-            **switches,
-        )
+        fields = {"max_positions": self.preset.train.seq_len, **self.preset.model}
+        return ModelConfig(scheme=scheme, **{**fields, **switches})
 
     def text_batches(self, config: TrainConfig) -> Callable:
         return functools.partial(
             random_windows, self.corpus.train, config.batch_size, config.seq_len
         )
 
-    def train_model(self, config: ModelConfig, seed: int, label: str):
+    def train_model(
+        self, config: ModelConfig, seed: int, label: str, training: TrainConfig
+    ):
         torch.manual_seed(seed)
         model = ByteTransformer(config)
-        train_config = replace(self.preset.train, seed=seed)
+        train_config = replace(training, seed=seed)
         losses = train(
             model,
             self.text_batches(train_config),
@@ -243,11 +285,17 @@ class _Runner:
             model, self.train_segments, self.preset.train.seq_len, device=self.device
         )
 
-    def variants(self) -> list[tuple[str, str, str]]:
+    def variants(self) -> list[Variant]:
         p = self.preset
-        variants = [(s, "pre", "input") for s in p.schemes]
-        variants += [(s, "post", "input") for s in p.post_norm_schemes]
-        variants += [(s, "pre", "every_layer") for s in p.every_layer_schemes]
+        variants = [Variant(s) for s in p.schemes]
+        variants += [Variant(s, "post") for s in p.post_norm_schemes]
+        variants += [Variant(s, absolute="every_layer") for s in p.every_layer_schemes]
+        for scheme in p.learning_rate_schemes:
+            for norm in ("pre", "post"):
+                variants += [
+                    Variant(scheme, norm, learning_rate=lr) for lr in p.learning_rates
+                ]
+        variants += [Variant(s, changes=changes) for s, changes in p.ablations]
         return variants
 
     def extension_stages(self) -> list[tuple[str | None, str]]:
@@ -271,28 +319,29 @@ class _Runner:
             "device_type": self.device.type,
         }
         units = []
-        for scheme, norm, absolute in self.variants():
-            extends = (scheme, norm, absolute) == ("rope", "pre", "input")
-            steps = p.train.steps + extends * p.finetune_steps * len(p.finetune_methods)
-            model = self.model_config(scheme, norm=norm, absolute=absolute).to_dict()
+        for variant in self.variants():
+            rope, learned = variant == Variant("rope"), variant == Variant("learned")
+            steps = p.train.steps
+            steps += rope * p.finetune_steps * len(p.finetune_methods)
+            steps += learned * p.finetune_steps
+            model = self.variant_config(variant).to_dict()
             for seed in p.seeds:
                 fingerprint = {
                     **common,
                     "model": model,
-                    "train": asdict(p.train),
+                    "train": asdict(self.variant_training(variant)),
                     "seed": seed,
                 }
-                if extends:
+                if rope or learned:
                     fingerprint["extension"] = {
                         "factor": p.extension_factor,
-                        "stages": self.extension_stages(),
+                        "stages": self.extension_stages() if rope else "copy",
                         "finetune_steps": p.finetune_steps,
                     }
-                compute = functools.partial(
-                    self.language_model_unit, scheme, norm, absolute, seed, extends
-                )
-                key = f"lm/{scheme}/{norm}/{absolute}/{seed}"
-                units.append((key, steps, fingerprint, compute))
+                if rope:
+                    fingerprint["bands"] = BAND_ABLATIONS
+                compute = functools.partial(self.language_model_unit, variant, seed)
+                units.append((f"lm/{variant.key}/{seed}", steps, fingerprint, compute))
         if p.lookback:
             for scheme in p.schemes:
                 model = self.model_config(scheme).to_dict()
@@ -308,16 +357,52 @@ class _Runner:
                     compute = functools.partial(self.lookback_unit, scheme, seed)
                     key = f"lookback/{scheme}/{seed}"
                     units.append((key, p.lookback["steps"], fingerprint, compute))
+        if p.passkey:
+            for scheme in p.schemes:
+                model = self.model_config(scheme).to_dict()
+                rope = scheme == "rope"
+                steps = p.passkey["steps"]
+                steps += rope * p.finetune_steps * len(p.finetune_methods)
+                for seed in p.seeds:
+                    fingerprint = {
+                        "device_type": self.device.type,
+                        "passkey": p.passkey,
+                        "multiples": p.multiples,
+                        "model": model,
+                        "train": asdict(p.train),
+                        "seed": seed,
+                    }
+                    if rope:
+                        fingerprint["extension"] = {
+                            "factor": p.extension_factor,
+                            "stages": self.extension_stages(),
+                            "finetune_steps": p.finetune_steps,
+                        }
+                    compute = functools.partial(self.passkey_unit, scheme, seed)
+                    units.append(
+                        (f"passkey/{scheme}/{seed}", steps, fingerprint, compute)
+                    )
         return units
 
-    def language_model_unit(
-        self, scheme: str, norm: str, absolute: str, seed: int, extends: bool
-    ) -> dict:
-        config = self.model_config(scheme, norm=norm, absolute=absolute)
-        label = f"{scheme} {norm}-norm" + (
-            " every layer" if absolute == "every_layer" else ""
+    def variant_config(self, variant: Variant) -> ModelConfig:
+        return self.model_config(
+            variant.scheme,
+            norm=variant.norm,
+            absolute=variant.absolute,
+            **dict(variant.changes),
         )
-        model, losses = self.train_model(config, seed, label)
+
+    def variant_training(self, variant: Variant) -> TrainConfig:
+        if variant.learning_rate is None:
+            return self.preset.train
+        return replace(self.preset.train, learning_rate=variant.learning_rate)
+
+    def language_model_unit(self, variant: Variant, seed: int) -> dict:
+        config = self.variant_config(variant)
+        label = variant.label
+        model, losses = self.train_model(
+            config, seed, label, self.variant_training(variant)
+        )
         scores = self.evaluate(model)
         run = {
             "seed": seed,
@@ -327,9 +412,65 @@ class _Runner:
         }
         self.log(f"{label}, seed {seed}: bpb {_fmt(scores['bpb'])}")
         unit = {"run": run, "parameters": model.num_parameters()}
-        if extends:
+        if variant == Variant("rope"):
             unit["extension"] = self.rope_extension(model, seed)
+            unit["bands"] = self.band_ablation(model)
+        if variant == Variant("learned"):
+            unit["table_extension"] = self.learned_extension(model, seed)
         return unit
+
+    def finetune_config(self, seed: int) -> TrainConfig:
+        """Training at ``extension_factor`` times the length, as long as a fine-tune is."""
+        p = self.preset
+        L = p.train.seq_len
+        target = int(p.extension_factor * L)
+        return replace(
+            p.train,
+            steps=p.finetune_steps,
+            seq_len=target,
+            batch_size=max(1, p.train.batch_size * L // target),
+            warmup_steps=max(1, p.finetune_steps // 10),
+            learning_rate=p.train.learning_rate / 3,
+            seed=seed + 1000,
+        )
+
+    def band_ablation(self, model: ByteTransformer) -> dict[str, dict]:
+        """bpb per length with one band of RoPE's frequencies changed (``rope_bands``)."""
+        L = self.preset.train.seq_len
+        c = model.config
+        results = {}
+        for mode in BAND_ABLATIONS:
+            variant = copy.deepcopy(model)
+            bpb = {}
+            for n in self.preset.lengths:
+                variant.set_rope_frequencies(
+                    band_frequencies(
+                        c.head_dim, mode, train_length=L, length=n, base=c.rope_base
+                    )
+                )
+                scored = length_bits_per_byte(
+                    variant, self.segments, [n], device=self.device
+                )
+                bpb[str(n)] = scored[n]["bpb"]
+            results[mode] = bpb
+        return results
+
+    def learned_extension(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
+        """A learned table lengthened by copying its rows, before and after a fine-tune."""
+        tune = self.finetune_config(seed)
+        variant = copy.deepcopy(model)
+        variant.extend_learned_table(tune.seq_len)
+        results = {"copy/zero-shot": self.evaluate(variant)["bpb"]}
+        train(
+            variant,
+            self.text_batches(tune),
+            tune,
+            device=self.device,
+            progress=self.progress,
+            description=f"fine-tune learned table seed {seed}",
+        )
+        results["copy/fine-tuned"] = self.evaluate(variant)["bpb"]
+        return results
 
     def scaling_for(self, method: str | None) -> RopeScaling | None:
         if method is None:
@@ -341,18 +482,7 @@ class _Runner:
 
     def rope_extension(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
         """bpb per length of each scaling method on a trained RoPE model, zero-shot and tuned."""
-        p = self.preset
-        L = p.train.seq_len
-        target = int(p.extension_factor * L)
-        tune = replace(
-            p.train,
-            steps=p.finetune_steps,
-            seq_len=target,
-            batch_size=max(1, p.train.batch_size * L // target),
-            warmup_steps=max(1, p.finetune_steps // 10),
-            learning_rate=p.train.learning_rate / 3,
-            seed=seed + 1000,
-        )
+        tune = self.finetune_config(seed)
         results = {}
         for method, stage in self.extension_stages():
             variant = copy.deepcopy(model)
@@ -413,26 +543,115 @@ class _Runner:
         self.log(f"look-back {scheme}, seed {seed}: {_fmt(accuracy)}")
         return {"run": {"seed": seed, "accuracy": accuracy}}
 
+    def passkey_training(self, seed: int, length: int | None = None) -> TrainConfig:
+        task = self.preset.passkey
+        L = task["seq_len"]
+        n = length or L
+        return replace(
+            self.preset.train,
+            steps=task["steps"],
+            seq_len=n,
+            batch_size=max(1, task["batch_size"] * L // n),
+            warmup_steps=task["steps"] // 10,
+            seed=seed,
+        )
+
+    def passkey_scores(self, model: ByteTransformer) -> dict[str, dict]:
+        """Whole-key accuracy at each length and depth: ``{length: {depth: accuracy}}``."""
+        task = self.preset.passkey
+        scores = {}
+        for m in self.preset.multiples:
+            n = m * task["seq_len"]
+            if length_error(model, n) is not None:
+                scores[str(n)] = None
+                continue
+            scores[str(n)] = {
+                str(depth): passkey_accuracy(
+                    model,
+                    functools.partial(
+                        passkey_batch, 64, n, key_len=task["key_len"], depth=depth
+                    ),
+                    device=self.device,
+                )
+                for depth in task["depths"]
+            }
+        return scores
+
+    def passkey_unit(self, scheme: str, seed: int) -> dict:
+        task = self.preset.passkey
+        L = task["seq_len"]
+        config = self.passkey_training(seed)
+        torch.manual_seed(seed)
+        model = ByteTransformer(replace(self.model_config(scheme), max_positions=L))
+
+        def batches(generator, n=L, size=config.batch_size):
+            return passkey_batch(size, n, generator, key_len=task["key_len"])
+
+        train(
+            model,
+            batches,
+            config,
+            device=self.device,
+            progress=self.progress,
+            description=f"passkey {scheme} seed {seed}",
+        )
+        by_depth = self.passkey_scores(model)
+        self.log(f"passkey {scheme}, seed {seed}: {_fmt(_mean_over_depths(by_depth))}")
+        unit = {"run": {"seed": seed, "by_depth": by_depth}}
+        if scheme == "rope":
+            target = int(self.preset.extension_factor * L)
+            tune = replace(
+                self.passkey_training(seed + 1000, target),
+                steps=self.preset.finetune_steps,
+                warmup_steps=max(1, self.preset.finetune_steps // 10),
+            )
+            extension = {}
+            for method, stage in self.extension_stages():
+                variant = copy.deepcopy(model)
+                variant.set_rope_scaling(
+                    None
+                    if method is None
+                    else RopeScaling(
+                        method,
+                        factor=self.preset.extension_factor,
+                        original_max_positions=L,
+                    )
+                )
+                if stage == "fine-tuned":
+                    train(
+                        variant,
+                        functools.partial(batches, n=target, size=tune.batch_size),
+                        tune,
+                        device=self.device,
+                        progress=self.progress,
+                        description=f"passkey fine-tune {method or 'plain'} seed {seed}",
+                    )
+                extension[f"{method or 'none'}/{stage}"] = self.passkey_scores(variant)
+            unit["extension"] = extension
+        return unit
+
     def assemble(self, units: dict[str, dict]) -> dict:
         """The sections of the results, from the finished units."""
         p = self.preset
         language_model = []
-        for scheme, norm, absolute in self.variants():
-            done = [units[f"lm/{scheme}/{norm}/{absolute}/{seed}"] for seed in p.seeds]
+        for variant in self.variants():
+            done = [units[f"lm/{variant.key}/{seed}"] for seed in p.seeds]
             runs = [unit["run"] for unit in done]
             language_model.append(
                 {
-                    "scheme": scheme,
-                    "norm": norm,
-                    "absolute": absolute,
+                    "scheme": variant.scheme,
+                    "norm": variant.norm,
+                    "absolute": variant.absolute,
+                    "learning_rate": self.variant_training(variant).learning_rate,
+                    "changes": dict(variant.changes),
                     "parameters": done[0]["parameters"],
                     "runs": runs,
                     "summary": _summarise_runs(runs, "bpb"),
                 }
             )
         rope_extension = []
-        if ("rope", "pre", "input") in self.variants():
-            rope = [units[f"lm/rope/pre/input/{seed}"] for seed in p.seeds]
+        if Variant("rope") in self.variants():
+            rope = [units[f"lm/{Variant('rope').key}/{seed}"] for seed in p.seeds]
             for method, stage in self.extension_stages():
                 name = f"{method or 'none'}/{stage}"
                 runs = [
@@ -440,6 +659,34 @@ class _Runner:
                     for seed, unit in zip(p.seeds, rope, strict=True)
                 ]
                 rope_extension.append(_extension_entry(method, stage, runs))
+        rope_bands, learned_extension = [], []
+        if Variant("rope") in self.variants():
+            for mode in BAND_ABLATIONS:
+                runs = [
+                    {"seed": seed, "bpb": unit["bands"][mode]}
+                    for seed, unit in zip(p.seeds, rope, strict=True)
+                ]
+                rope_bands.append(
+                    {
+                        "mode": mode,
+                        "runs": runs,
+                        "summary": _summarise_runs(runs, "bpb"),
+                    }
+                )
+        if Variant("learned") in self.variants():
+            table = [units[f"lm/{Variant('learned').key}/{seed}"] for seed in p.seeds]
+            for stage in ("copy/zero-shot", "copy/fine-tuned"):
+                runs = [
+                    {"seed": seed, "bpb": unit["table_extension"][stage]}
+                    for seed, unit in zip(p.seeds, table, strict=True)
+                ]
+                learned_extension.append(
+                    {
+                        "stage": stage,
+                        "runs": runs,
+                        "summary": _summarise_runs(runs, "bpb"),
+                    }
+                )
         lookback = []
         if p.lookback:
             for scheme in p.schemes:
@@ -451,9 +698,46 @@ class _Runner:
                         "summary": _summarise_runs(runs, "accuracy"),
                     }
                 )
+        passkey, passkey_extension = [], []
+        if p.passkey:
+            for scheme in p.schemes:
+                runs = [units[f"passkey/{scheme}/{seed}"]["run"] for seed in p.seeds]
+                for run in runs:
+                    run["accuracy"] = _mean_over_depths(run["by_depth"])
+                passkey.append(
+                    {
+                        "scheme": scheme,
+                        "runs": runs,
+                        "summary": _summarise_runs(runs, "accuracy"),
+                    }
+                )
+            if "rope" in p.schemes:
+                rope_units = [units[f"passkey/rope/{seed}"] for seed in p.seeds]
+                for method, stage in self.extension_stages():
+                    name = f"{method or 'none'}/{stage}"
+                    runs = [
+                        {
+                            "seed": seed,
+                            "accuracy": _mean_over_depths(unit["extension"][name]),
+                            "by_depth": unit["extension"][name],
+                        }
+                        for seed, unit in zip(p.seeds, rope_units, strict=True)
+                    ]
+                    passkey_extension.append(
+                        {
+                            "method": method or "none",
+                            "stage": stage,
+                            "runs": runs,
+                            "summary": _summarise_runs(runs, "accuracy"),
+                        }
+                    )
         return {
+            "passkey": passkey,
+            "passkey_extension": passkey_extension,
             "language_model": language_model,
             "rope_extension": rope_extension,
+            "rope_bands": rope_bands,
+            "learned_extension": learned_extension,
             "lookback": lookback,
         }
 
@@ -474,6 +758,7 @@ class _Runner:
             "extension_factor": p.extension_factor,
             "finetune_steps": p.finetune_steps,
             "lookback": p.lookback,
+            "passkey": p.passkey,
         }
 
 
@@ -523,6 +808,14 @@ def _extension_entry(method: str | None, stage: str, runs: list[dict]) -> dict:
         "stage": stage,
         "runs": runs,
         "summary": _summarise_runs(runs, "bpb"),
+    }
+
+
+def _mean_over_depths(by_depth: dict[str, dict | None]) -> dict[str, float | None]:
+    """Passkey accuracy per length, averaged over the depths (None where it could not run)."""
+    return {
+        n: None if depths is None else sum(depths.values()) / len(depths)
+        for n, depths in by_depth.items()
     }
 
 
@@ -632,13 +925,21 @@ def load_results(preset: str) -> dict | None:
     return json.loads(resource_file.read_text())
 
 
+SECTIONS = (
+    "language_model",
+    "rope_extension",
+    "rope_bands",
+    "learned_extension",
+    "lookback",
+    "passkey",
+    "passkey_extension",
+)
+
+
 def summarise(results: dict, section: str = "language_model") -> list[dict]:
     """Flat rows of one section for a table: the variant's name and ``mean ± std`` per length."""
-    if section not in ("language_model", "rope_extension", "lookback"):
-        raise ValueError(
-            f"unknown section {section!r}; choose language_model, rope_extension "
-            "or lookback"
-        )
+    if section not in SECTIONS:
+        raise ValueError(f"unknown section {section!r}; choose one of {SECTIONS}")
     rows = []
     for entry in results[section]:
         if section == "language_model":
@@ -647,8 +948,17 @@ def summarise(results: dict, section: str = "language_model") -> list[dict]:
                 name += " (post-norm)"
             if entry["absolute"] == "every_layer":
                 name += " (every layer)"
-        elif section == "rope_extension":
+            preset_rate = results["settings"]["train"]["learning_rate"]
+            if entry.get("learning_rate") not in (None, preset_rate):
+                name += f" (lr {entry['learning_rate']:g})"
+            for field_name, value in entry.get("changes", {}).items():
+                name += f" ({field_name} {value})"
+        elif section in ("rope_extension", "passkey_extension"):
             name = f"{entry['method']} ({entry['stage']})"
+        elif section == "rope_bands":
+            name = entry["mode"]
+        elif section == "learned_extension":
+            name = entry["stage"]
         else:
             name = entry["scheme"]
         row = {"variant": name}

@@ -280,5 +280,47 @@ class ByteTransformer(nn.Module):
             block.attention.scheme.encoding = rotary
         self.config = replace(c, rope_scaling=scaling)
 
+    def extend_learned_table(self, max_positions: int) -> None:
+        """Lengthen a learned model's table to ``max_positions`` rows (copies), in place.
+
+        See ``LearnedPositionalEmbedding.extend``; fine-tune on longer windows
+        afterwards (chapter 9).
+        """
+        c = self.config
+        if c.scheme != "learned":
+            raise ValueError(
+                f"extend_learned_table needs a learned-table model, not {c.scheme!r}"
+            )
+        tables = {
+            id(m): m
+            for m in self.modules()
+            if isinstance(m, LearnedPositionalEmbedding)
+        }
+        for table in tables.values():  # the one table, shared by the layers that use it
+            table.extend(max_positions)
+        self.config = replace(c, max_positions=max_positions)
+
+    def set_rope_frequencies(self, frequencies: torch.Tensor | None) -> None:
+        """Give a trained RoPE model other frequencies (None: its own), in place.
+
+        Like ``set_rope_scaling``: every layer shares one new ``RotaryEmbedding``
+        with these ``(head_dim / 2,)`` frequencies; the learned weights are
+        untouched (chapter 9's band ablation).
+        """
+        c = self.config
+        if c.scheme != "rope":
+            raise ValueError(
+                f"set_rope_frequencies needs a RoPE model, not {c.scheme!r}"
+            )
+        rotary = RotaryEmbedding(
+            c.head_dim,
+            base=c.rope_base,
+            max_positions=c.max_positions,
+            frequencies=frequencies,
+        ).to(self.embed.weight.device)
+        for block in self.blocks:
+            block.attention.scheme.encoding = rotary
+        self.config = replace(c, rope_scaling=None)
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -521,6 +521,8 @@ class RotaryEmbedding(nn.Module):
     context-extension method's and multiplies cos and sin by its attention
     scale, as transformers does; "dynamic" recomputes the frequencies for
     each call whose largest position reaches past the trained context.
+    ``frequencies`` (``(rotary_dim / 2,)``) gives the frequencies outright,
+    for experiments that change some pairs only (``rope_bands``).
     """
 
     def __init__(
@@ -532,9 +534,20 @@ class RotaryEmbedding(nn.Module):
         rotary_dim: int | None = None,
         max_positions: int = 2048,
         scaling: RopeScaling | None = None,
+        frequencies: torch.Tensor | None = None,
     ):
         super().__init__()
         self.rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+        if frequencies is not None:
+            if scaling is not None:
+                raise ValueError("give frequencies or a scaling, not both")
+            if tuple(frequencies.shape) != (self.rotary_dim // 2,):
+                raise ValueError(
+                    f"frequencies must have shape ({self.rotary_dim // 2},), one per "
+                    f"rotated pair, got {tuple(frequencies.shape)}"
+                )
+            frequencies = frequencies.detach().to(torch.float32).cpu().clone()
+        self.explicit_frequencies = frequencies
         self.head_dim = head_dim
         self.base = require_positive_float(base, "base")
         self.pairing = _check_pairing(pairing)
@@ -558,7 +571,9 @@ class RotaryEmbedding(nn.Module):
         self.extend_to(max_positions)
 
     def _frequencies(self, device: torch.device | str | None = None) -> torch.Tensor:
-        """``theta_i = base ** (-2i / rotary_dim)``, or the scaling's, float32, ``(R/2,)``."""
+        """``theta_i = base ** (-2i / rotary_dim)``, or the scaling's or the given ones, float32."""
+        if self.explicit_frequencies is not None:
+            return self.explicit_frequencies.to(device)
         if self.scaling is None:
             return rope_frequencies(self.rotary_dim, base=self.base).to(device)
         inv_freq, _ = self.scaling.frequencies(self.rotary_dim, base=self.base)

@@ -42,6 +42,13 @@ TINY = replace(
     finetune_methods=(None, "yarn"),
     finetune_steps=2,
     lookback={"seq_len": 8, "lookback": 2, "steps": 3, "num_symbols": 4},
+    passkey={
+        "seq_len": 12,
+        "steps": 3,
+        "batch_size": 2,
+        "key_len": 2,
+        "depths": (0.0, 1.0),
+    },
 )
 
 
@@ -109,6 +116,62 @@ def test_the_scored_bytes_are_spread_over_the_validation_split():
     assert starts[0] < validation.numel() // 2 <= starts[1]
 
 
+def test_band_ablation_changes_nothing_at_the_training_length(tiny_results):
+    plain = tiny_results["language_model"][1]  # rope
+    assert plain["scheme"] == "rope"
+    modes = {e["mode"]: e for e in tiny_results["rope_bands"]}
+    assert set(modes) == {"hold-slow", "hold-fast", "drop-slow"}
+    for mode in ("hold-slow", "hold-fast"):
+        for run, base in zip(modes[mode]["runs"], plain["runs"], strict=True):
+            assert run["bpb"]["16"] == pytest.approx(base["bpb"]["16"], abs=1e-9)
+            assert run["bpb"]["32"] != pytest.approx(base["bpb"]["32"], abs=1e-9)
+
+
+def test_a_learned_table_extended_by_copies_reads_longer_windows(tiny_results):
+    plain = tiny_results["language_model"][0]
+    stages = {e["stage"]: e for e in tiny_results["learned_extension"]}
+    zero_shot = stages["copy/zero-shot"]["runs"]
+    for run, base in zip(zero_shot, plain["runs"], strict=True):
+        # rows 0..15 are the trained ones: the training length scores the same
+        assert run["bpb"]["16"] == pytest.approx(base["bpb"]["16"], abs=1e-9)
+        assert run["bpb"]["32"] is not None
+    tuned = stages["copy/fine-tuned"]["runs"]
+    assert all(run["bpb"]["32"] is not None for run in tuned)
+
+
+def test_learning_rates_and_ablations_add_variants():
+    preset = replace(
+        TINY,
+        learning_rate_schemes=("rope",),
+        learning_rates=(1e-3,),
+        ablations=(("alibi", (("num_layers", 2),)),),
+    )
+    runner = experiments._Runner(preset, device=torch.device("cpu"), progress=False)
+    keys = [v.key for v in runner.variants()]
+    assert "rope/pre/input/lr=0.001" in keys and "rope/post/input/lr=0.001" in keys
+    assert "alibi/pre/input/num_layers=2" in keys
+    ablated = experiments.Variant("alibi", changes=(("num_layers", 2),))
+    assert runner.variant_config(ablated).num_layers == 2
+    swept = experiments.Variant("rope", "post", learning_rate=1e-3)
+    assert runner.variant_training(swept).learning_rate == 1e-3
+    assert len({unit[0] for unit in runner.plan()}) == len(runner.plan())
+
+
+def test_passkey_accuracy_by_length_and_depth(tiny_results):
+    entries = {e["scheme"]: e for e in tiny_results["passkey"]}
+    assert list(entries) == ["learned", "rope", "alibi"]
+    for run in entries["rope"]["runs"]:
+        assert set(run["by_depth"]) == {"12", "24"}
+        assert set(run["by_depth"]["12"]) == {"0.0", "1.0"}
+        depths = run["by_depth"]["24"].values()
+        assert run["accuracy"]["24"] == pytest.approx(sum(depths) / 2)
+        assert all(0 <= a <= 1 for a in depths)
+    assert entries["learned"]["summary"]["24"] is None
+    stages = [(e["method"], e["stage"]) for e in tiny_results["passkey_extension"]]
+    assert stages == [(e["method"], e["stage"]) for e in tiny_results["rope_extension"]]
+    assert [r["variant"] for r in summarise(tiny_results, "passkey")] == list(entries)
+
+
 def test_summaries_are_mean_and_spread_of_the_seeds(tiny_results):
     rope = tiny_results["language_model"][1]
     values = [run["bpb"]["16"] for run in rope["runs"]]
@@ -165,7 +228,9 @@ def test_cli_writes_json_and_records(tmp_path, monkeypatch):
 
 
 def without_times(results: dict) -> dict:
-    return {key: value for key, value in results.items() if key != "metadata"}
+    """The results as their JSON file holds them, less the metadata (times, dates)."""
+    as_json = json.loads(json.dumps(results))
+    return {key: value for key, value in as_json.items() if key != "metadata"}
 
 
 def test_a_stopped_run_resumed_gives_the_same_results(
@@ -199,7 +264,7 @@ def test_a_stopped_run_resumed_gives_the_same_results(
     )
     # five variants of two seeds: only the seven not finished before the stop
     assert len(ran) == 5 * len(TINY.seeds) - 3
-    assert without_times(resumed) == without_times(json.loads(json.dumps(tiny_results)))
+    assert without_times(resumed) == without_times(tiny_results)
 
 
 def _recording(method, calls):
@@ -214,7 +279,7 @@ def test_a_unit_recorded_with_other_settings_is_run_again(tmp_path, monkeypatch)
     partial = tmp_path / "run.json.partial"
     run_experiments(TINY, device="cpu", progress=False, partial=partial)
     stored = json.loads(partial.read_text())
-    assert len(stored["units"]) == 16
+    assert len(stored["units"]) == 5 * 2 + 3 * 2 + 3 * 2  # models, look-back, passkey
     # a longer lookback training changes only the lookback units' fingerprints
     longer = replace(TINY, lookback={**TINY.lookback, "steps": 4})
     ran = []

@@ -1,0 +1,140 @@
+"""RoPE's bands (rope_bands), explicit frequencies, and a learned table lengthened by copies."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pe_tutorial.absolute import LearnedPositionalEmbedding
+from pe_tutorial.model import ByteTransformer, ModelConfig
+from pe_tutorial.rope import RotaryEmbedding, apply_rope
+from pe_tutorial.rope_bands import (
+    BAND_ABLATIONS,
+    band_frequencies,
+    rope_wavelengths,
+    slow_pairs,
+)
+from pe_tutorial.rope_scaling import RopeScaling
+
+
+def test_wavelengths_and_the_slow_band_by_hand():
+    # D = 8, base 10000: theta_i = 10000 ** (-i / 4), wavelength 2 pi / theta_i
+    expected = [2 * math.pi * 10000 ** (i / 4) for i in range(4)]
+    assert rope_wavelengths(8).tolist() == pytest.approx(expected, rel=1e-5)
+    # 6.28, 62.8, 628, 6283: at L = 64 the last two never turned fully
+    assert slow_pairs(8, 64).tolist() == [False, False, True, True]
+
+
+def test_each_ablation_changes_its_band_only():
+    theta = 10000 ** (-torch.arange(4) / 4)
+    hold_slow = band_frequencies(8, "hold-slow", train_length=64, length=512)
+    assert torch.allclose(hold_slow, torch.cat([theta[:2], theta[2:] / 8]))
+    hold_fast = band_frequencies(8, "hold-fast", train_length=64, length=512)
+    assert torch.allclose(hold_fast, torch.cat([theta[:2] / 8, theta[2:]]))
+    drop = band_frequencies(8, "drop-slow", train_length=64, length=64)
+    assert torch.allclose(drop, torch.cat([theta[:2], torch.zeros(2)]))
+    # at the training length the two hold modes change nothing
+    for mode in ("hold-slow", "hold-fast"):
+        same = band_frequencies(8, mode, train_length=64, length=64)
+        assert torch.allclose(same, theta)
+
+
+def test_held_slow_pairs_stay_inside_the_trained_arc():
+    """Over a window of n, a held slow pair turns less than it did over L in training."""
+    L, n = 64, 512
+    theta = 10000 ** (-torch.arange(8) / 8)
+    slow = slow_pairs(16, L)
+    held = band_frequencies(16, "hold-slow", train_length=L, length=n)
+    assert ((n - 1) * held[slow] < L * theta[slow]).all()
+
+
+def test_unknown_ablation_is_named():
+    with pytest.raises(ValueError, match="unknown band ablation 'hold-all'"):
+        band_frequencies(8, "hold-all", train_length=64, length=128)
+    assert BAND_ABLATIONS == ("hold-slow", "hold-fast", "drop-slow")
+
+
+def test_explicit_frequencies_rotate_like_the_formula():
+    x = torch.randn(2, 5, 8)
+    positions = torch.arange(5)
+    default = RotaryEmbedding(8)
+    given = RotaryEmbedding(8, frequencies=10000 ** (-torch.arange(4) / 4))
+    assert torch.allclose(given(x), default(x), atol=1e-6)
+    slower = torch.tensor([1.0, 0.5, 0.0, 0.0])
+    rotated = RotaryEmbedding(8, frequencies=slower)(x)
+    # the pairs with frequency 0 are left as they are ("half" pairing: i, i + 4)
+    assert torch.equal(rotated[..., [2, 3, 6, 7]], x[..., [2, 3, 6, 7]])
+    # pair 0 turns by 1 radian per position, as apply_rope with theta_0 = 1 does
+    assert torch.allclose(
+        rotated[..., [0, 4]], apply_rope(x, positions)[..., [0, 4]], atol=1e-6
+    )
+
+
+def test_explicit_frequencies_are_checked():
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        RotaryEmbedding(8, frequencies=torch.ones(3))
+    with pytest.raises(ValueError, match="not both"):
+        RotaryEmbedding(
+            8, frequencies=torch.ones(4), scaling=RopeScaling("linear", 2.0)
+        )
+
+
+def tiny(scheme: str) -> ByteTransformer:
+    torch.manual_seed(0)
+    return ByteTransformer(
+        ModelConfig(
+            scheme=scheme, d_model=16, num_heads=2, num_layers=2, max_positions=8
+        )
+    )
+
+
+def test_set_rope_frequencies_reaches_every_layer_and_none_restores():
+    model = tiny("rope")
+    tokens = torch.randint(0, 256, (1, 8))
+    before = model(tokens)
+    model.set_rope_frequencies(torch.zeros(4))  # no rotation: NoPE in every layer
+    encodings = {id(block.attention.scheme.encoding) for block in model.blocks}
+    assert len(encodings) == 1
+    assert not torch.allclose(model(tokens), before)
+    model.set_rope_frequencies(None)
+    assert torch.allclose(model(tokens), before, atol=1e-6)
+    with pytest.raises(ValueError, match="needs a RoPE model"):
+        tiny("alibi").set_rope_frequencies(None)
+
+
+def test_a_learned_table_grows_by_copying_its_rows():
+    table = LearnedPositionalEmbedding(4, 3)
+    old = table.weight.detach().clone()
+    table.extend(10)
+    assert table.weight.shape == (10, 3) and table.max_positions == 10
+    assert torch.equal(table.weight[7], old[3]) and torch.equal(table.weight[4], old[0])
+    assert table.weight.requires_grad
+    with pytest.raises(ValueError, match="has 10 rows already"):
+        table.extend(8)
+
+
+@pytest.mark.parametrize("absolute", ["input", "every_layer"])
+def test_a_learned_model_reads_longer_windows_once_extended(absolute):
+    torch.manual_seed(0)
+    model = ByteTransformer(
+        ModelConfig(
+            scheme="learned",
+            d_model=16,
+            num_heads=2,
+            num_layers=2,
+            max_positions=8,
+            absolute=absolute,
+        )
+    )
+    tokens = torch.randint(0, 256, (1, 8))
+    before = model(tokens)
+    with pytest.raises(ValueError, match="cannot encode 16 positions"):
+        model(torch.randint(0, 256, (1, 16)))
+    model.extend_learned_table(16)
+    assert model.config.max_positions == 16
+    assert torch.allclose(model(tokens), before, atol=1e-6)  # rows 0..7 unchanged
+    assert model(torch.randint(0, 256, (1, 16))).shape == (1, 16, 256)
+    with pytest.raises(ValueError, match="needs a learned-table model"):
+        tiny("rope").extend_learned_table(16)
