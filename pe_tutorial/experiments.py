@@ -76,6 +76,7 @@ __all__ = [
     "results_path",
     "load_results",
     "summarise",
+    "format_rows",
     "main",
 ]
 
@@ -1042,6 +1043,18 @@ def summarise(results: dict, section: str = "language_model") -> list[dict]:
                 row[length] = f"{stats['mean']:.3f}"
         rows.append(row)
     return rows
+
+
+def format_rows(rows: list[dict], *, first: int = 24, width: int = 15) -> str:
+    """``summarise``'s rows as aligned text: the variant, then one column per length."""
+    if not rows:
+        return ""
+    lengths = [key for key in rows[0] if key != "variant"]
+    lines = [" " * first + "".join(f"{n:>{width}}" for n in lengths)]
+    for row in rows:
+        cells = "".join(f"{row[n]:>{width}}" for n in lengths)
+        lines.append(f"{row['variant']:{first}}{cells}")
+    return "\n".join(lines)
 
 
 def partial_path(final: Path) -> Path:

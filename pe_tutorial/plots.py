@@ -86,12 +86,15 @@ def length_curves(
     ylabel: str = "bits per byte",
     xlabel: str = "evaluation length (bytes)",
     ax=None,
+    limits: tuple[float, float] | None = None,
 ):
     """Mean (and seed spread as error bars) of each entry's ``summary`` over the lengths (chapter 9).
 
     ``entries`` are result entries of ``pe_tutorial.experiments``; lengths a
     variant could not run are left out of its curve. The training length is
     marked, and the legend sits outside the axes, right of the data.
+    ``limits`` (low, high) cuts the error bars at what the value can be (an
+    accuracy between 0 and 1).
     """
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
@@ -107,8 +110,16 @@ def length_curves(
         if not points:
             continue
         n, mean, std = zip(*points)
+        low, high = limits if limits is not None else (-float("inf"), float("inf"))
+        below = [min(s, m - low) for m, s in zip(mean, std)]
+        above = [min(s, high - m) for m, s in zip(mean, std)]
         ax.errorbar(
-            n, mean, yerr=std, marker=markers[i % len(markers)], capsize=3, label=label
+            n,
+            mean,
+            yerr=[below, above],
+            marker=markers[i % len(markers)],
+            capsize=3,
+            label=label,
         )
     ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
     ax.annotate(
@@ -125,4 +136,84 @@ def length_curves(
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(alpha=0.3)
+    return ax
+
+
+def position_curves(
+    entries: list[dict],
+    *,
+    labels: list[str],
+    train_length: int,
+    position_bin: int,
+    title: str,
+    ax=None,
+):
+    """Loss by position (chapter 9): bits per byte at each position of the longest window.
+
+    Each entry's runs carry ``position_bpb``, the loss averaged over bins of
+    ``position_bin`` positions; the curve is the seeds' mean at each bin's
+    centre, with the seeds' spread shaded. Entries whose runs have no curve
+    (a learned table) are left out. The training length is marked.
+    """
+    if len(entries) != len(labels):
+        raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.5))
+    for entry, label in zip(entries, labels):
+        curves = [run["position_bpb"] for run in entry["runs"] if run["position_bpb"]]
+        if not curves:
+            continue
+        values = torch.tensor(curves, dtype=torch.float64)  # (seeds, bins)
+        centres = (torch.arange(values.shape[1]) + 0.5) * position_bin
+        mean = values.mean(0)
+        (line,) = ax.plot(centres, mean, label=label)
+        if values.shape[0] > 1:
+            spread = values.std(0)
+            ax.fill_between(
+                centres, mean - spread, mean + spread, color=line.get_color(), alpha=0.2
+            )
+    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
+    ax.annotate(
+        "training length",
+        (train_length, 1),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -14),
+        textcoords="offset points",
+        color="0.4",
+    )
+    ax.set(title=title, xlabel="position in the window (bytes)", ylabel="bits per byte")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def passkey_grid(entry: dict, *, title: str, ax=None):
+    """Passkey accuracy by length (columns) and depth of the key (rows), seeds' mean (chapter 9).
+
+    ``entry`` is a ``results["passkey"]`` entry: each run has ``by_depth``,
+    ``{length: {depth: accuracy} | None}``. Each cell prints its value; a
+    length the model cannot read is marked n/a.
+    """
+    runs = entry["runs"]
+    lengths = list(runs[0]["by_depth"])
+    depths = next(list(v) for v in runs[0]["by_depth"].values() if v is not None)
+    grid = torch.full((len(depths), len(lengths)), float("nan"))
+    for j, n in enumerate(lengths):
+        if any(run["by_depth"][n] is None for run in runs):
+            continue
+        for i, depth in enumerate(depths):
+            grid[i, j] = sum(run["by_depth"][n][depth] for run in runs) / len(runs)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    image = ax.imshow(grid.numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.figure.colorbar(image, ax=ax, label="accuracy")
+    for i in range(len(depths)):
+        for j in range(len(lengths)):
+            value = grid[i, j].item()
+            text = "n/a" if value != value else f"{value:.2f}"
+            colour = "black" if value == value and value > 0.6 else "white"
+            ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=10)
+    ax.set_xticks(range(len(lengths)), lengths)
+    ax.set_yticks(range(len(depths)), [f"{float(d):.2f}" for d in depths])
+    ax.set(title=title, xlabel="length (tokens)", ylabel="depth of the key")
     return ax

@@ -205,6 +205,17 @@ def test_natural_language_variants_train_and_score_on_their_own_corpus(
     assert summarise(results)[1]["variant"] == "shakespeare: rope"
 
 
+def test_rows_print_as_aligned_columns():
+    rows = [
+        {"variant": "rope", "64": "2.100 ± 0.010", "128": "2.500 ± 0.020"},
+        {"variant": "learned (post-norm)", "64": "2.300", "128": "n/a"},
+    ]
+    lines = experiments.format_rows(rows, first=20, width=15).splitlines()
+    assert lines[0] == " " * 20 + f"{'64':>15}{'128':>15}"
+    assert lines[2] == f"{'learned (post-norm)':20}{'2.300':>15}{'n/a':>15}"
+    assert len({len(line) for line in lines}) == 1
+
+
 def test_summaries_are_mean_and_spread_of_the_seeds(tiny_results):
     rope = tiny_results["language_model"][1]
     values = [run["bpb"]["16"] for run in rope["runs"]]
