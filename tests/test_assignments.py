@@ -289,6 +289,33 @@ def test_wrong_implementations_fail(built, name, question, wrong, says):
     assert failed and says in failed[0], failed
 
 
+IMPORTED = [
+    ("sinusoidal", "q1", "from pe_tutorial.absolute import sinusoidal_encoding"),
+    ("rope", "q2", "from pe_tutorial.rope import apply_rope"),
+    ("alibi", "q1", "from pe_tutorial.alibi import alibi_slopes"),
+    (
+        "t5_buckets",
+        "q1",
+        "from pe_tutorial.relative import t5_relative_position_bucket",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "name, question, imported", IMPORTED, ids=[i[0] for i in IMPORTED]
+)
+def test_an_imported_answer_fails_the_public_and_the_hidden_tests(
+    built, name, question, imported
+):
+    env = reference_environment(built, name)
+    exec(imported, env)
+    tests = run_question(built, name, question, env)
+    hidden = [r for r in tests.test_case_results if r.test_case.hidden]
+    assert hidden and not any(r.passed for r in tests.test_case_results)
+    for result in tests.test_case_results:
+        assert "pe_tutorial's implementation" in result.message, result.message
+
+
 def instructor_page_table() -> list[str]:
     """The grade table the instructor page shows (book/instructors.md)."""
     page = (ROOT / "book" / "instructors.md").read_text()

@@ -3,6 +3,7 @@ out the way a learner would write it, fails with its own diagnosis."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
@@ -54,10 +55,11 @@ def sinusoidal_half_precision(num_positions, dim):
 
 
 def test_the_reference_passes_every_check():
+    # written in this file, as a learner's would be (the package's own are refused)
     checks.check_sinusoidal(lambda n, d: sinusoidal_loop(n, d))
-    checks.check_apply_rope(apply_rope)
-    checks.check_alibi_slopes(alibi_slopes)
-    checks.check_t5_bucket(t5_relative_position_bucket)
+    checks.check_apply_rope(lambda *args, **kwargs: apply_rope(*args, **kwargs))
+    checks.check_alibi_slopes(lambda n: alibi_slopes(n))
+    checks.check_t5_bucket(lambda r, **kw: t5_relative_position_bucket(r, **kw))
 
 
 @pytest.mark.parametrize(
@@ -531,3 +533,78 @@ def test_t5_bias_mistakes_are_named(fn, says):
 def test_scaling_messages_speak_of_the_method_asked_for(method, wrong, says):
     with pytest.raises(AssertionError, match=re.escape(says)):
         checks.check_scaled_frequencies(wrong, method)
+
+
+@pytest.mark.parametrize(
+    "check, answer, name",
+    [
+        (checks.check_apply_rope, apply_rope, "pe_tutorial.rope.apply_rope"),
+        (checks.check_alibi_slopes, alibi_slopes, "pe_tutorial.alibi.alibi_slopes"),
+        (
+            checks.check_t5_bucket,
+            functools.partial(t5_relative_position_bucket),
+            "pe_tutorial.relative.t5_relative_position_bucket",
+        ),
+    ],
+    ids=["rope", "alibi slopes", "partial of t5 bucket"],
+)
+def test_the_packages_own_function_is_not_an_answer(check, answer, name):
+    with pytest.raises(
+        AssertionError,
+        match=re.escape(f"pe_tutorial's implementation ({name}), not yours"),
+    ):
+        check(answer)
+
+
+@pytest.mark.parametrize(
+    "given, says",
+    [
+        (torch.zeros(2, 3), "it got a tensor of shape (2, 3)"),
+        (None, "it got None"),
+        (torch.nn.Linear, "it got the class Linear"),
+        ("apply_rope", "it got a str"),
+    ],
+    ids=["tensor", "None", "class", "str"],
+)
+def test_something_that_is_not_a_function_gets_one_line(given, says):
+    with pytest.raises(AssertionError, match=re.escape(says)) as error:
+        checks.check_apply_rope(given)
+    assert "\n" not in str(error.value)
+    assert "passed by name without calling it" in str(error.value)
+
+
+def poisoned(answer, value=float("nan")):
+    """``answer`` with one entry in the middle of its output replaced by ``value``."""
+
+    def fn(*args, **kwargs):
+        out = answer(*args, **kwargs).clone()
+        out.view(-1)[out.numel() // 2] = value
+        return out
+
+    return fn
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+@pytest.mark.parametrize(
+    "check, answer",
+    [
+        (checks.check_sinusoidal, lambda n, d: sinusoidal_loop(n, d)),
+        (checks.check_shift_matrix, lambda k, d: shift_by_hand(k, d)),
+        (
+            checks.check_rope_frequencies,
+            lambda d, base=10000.0: frequency_loop(d, base),
+        ),
+        (checks.check_apply_rope, lambda *a, **k: rope_by_hand(*a, **k)),
+        (checks.check_alibi_slopes, lambda n: alibi_slopes(n)),
+        (checks.check_alibi_bias, lambda n, t: alibi_bias_loop(n, t)),
+        (checks.check_t5_bias, lambda table, t: t5_bias_loop(table, t)),
+        (
+            functools.partial(checks.check_scaled_frequencies, method="linear"),
+            interpolation,
+        ),
+    ],
+    ids=["sinusoidal", "shift", "frequencies", "rope", "slopes", "alibi", "t5", "pi"],
+)
+def test_nan_or_inf_in_an_answer_is_located(check, answer, value):
+    with pytest.raises(AssertionError, match=rf"holds {value} at index \("):
+        check(poisoned(answer, value))

@@ -26,9 +26,16 @@ the input is reported as such before any value is compared.
   method)`` for ``fn(head_dim, *, factor, base)``, position interpolation
   (``"linear"``) or the NTK-aware base (``"ntk"``).
 
+Every check first requires the learner's own function: a value, a class or
+``None`` is named in one line, and one of the package's own functions is
+refused ("this is pe_tutorial's implementation, not yours");
+``require_own_function(fn)`` is that guard alone, which the hidden tests call.
+NaN or inf in an answer is reported with its index, like any wrong value.
+
 The assignments in ``book/assignments`` use them as their public tests.
 """
 
+from ._common import require_own_function
 from .absolute import check_shift_matrix, check_sinusoidal
 from .alibi import check_alibi_bias, check_alibi_slopes
 from .relative import check_t5_bias, check_t5_bucket
@@ -45,4 +52,5 @@ __all__ = [
     "check_t5_bucket",
     "check_t5_bias",
     "check_scaled_frequencies",
+    "require_own_function",
 ]

@@ -7,9 +7,49 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+PACKAGE = "pe_tutorial"
+
+
+def _described(value) -> str:
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if value is None:
+        return "None"
+    return f"a {type(value).__name__}"
+
+
+def require_own_function(fn) -> None:
+    """Fail unless ``fn`` is a function (not a value, a class or None) the learner wrote.
+
+    One of the package's own functions (or a ``functools.partial`` of one) is
+    named as such: importing the answer is not answering. Hidden tests call
+    this too.
+    """
+    if isinstance(fn, type) or not callable(fn):
+        raise AssertionError(
+            f"the check needs your function itself, passed by name without calling "
+            f"it (check_apply_rope(apply_rope), not check_apply_rope(apply_rope(x))); "
+            f"it got {_described(fn)}"
+        )
+    target = getattr(fn, "func", fn)  # functools.partial(package_function, ...)
+    module = getattr(target, "__module__", None) or ""
+    if module == PACKAGE or module.startswith(PACKAGE + "."):
+        name = getattr(target, "__qualname__", getattr(target, "__name__", "?"))
+        raise AssertionError(
+            f"this is pe_tutorial's implementation ({module}.{name}), not yours: "
+            "write the function yourself (the checks in pe_tutorial.checks are the "
+            "only part of the package an answer may use)"
+        )
+
 
 def call(fn: Callable, what: str, *args, **kwargs) -> torch.Tensor:
-    """``fn(*args, **kwargs)``; an exception, or anything but a tensor, fails the check."""
+    """``fn(*args, **kwargs)``; an exception, or anything but a tensor, fails the check.
+
+    ``fn`` must be the learner's own function (``require_own_function``).
+    """
+    require_own_function(fn)
     try:
         out = fn(*args, **kwargs)
     except Exception as error:  # noqa: BLE001  (reported to the learner)
@@ -82,7 +122,19 @@ def close(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float = 0.0) -> b
 
 
 def first_difference(got: torch.Tensor, want: torch.Tensor) -> str:
+    """Where ``got`` is furthest from ``want``, or where it holds NaN or inf that ``want`` does not."""
+    unexpected = ~torch.isfinite(got) & torch.isfinite(want)
+    if unexpected.any():
+        index = tuple(int(i) for i in torch.nonzero(unexpected)[0])
+        count = int(unexpected.sum())
+        more = f" ({count} entries in all)" if count > 1 else ""
+        return (
+            f"it holds {float(got[index])} at index {index}{more}, where "
+            f"{float(want[index]):.6g} was expected: look for a division by zero, "
+            "a log of zero or a power that overflows"
+        )
     diff = (got.double() - want.double()).abs()
+    diff = torch.where(torch.isnan(diff), torch.zeros_like(diff), diff)
     index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
     return (
         f"the largest difference is at index {index}: got "

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from ..alibi import alibi_bias, alibi_slopes
-from ._common import call, call_checked, close, diagnose
+from ._common import call, call_checked, close, diagnose, first_difference
 
 __all__ = ["check_alibi_slopes", "check_alibi_bias"]
 
@@ -80,7 +80,11 @@ def check_alibi_bias(fn: Callable[[int, int], torch.Tensor]) -> None:
         want = alibi_bias(num_heads, seq_len)
         if close(got, want, 1e-6):
             continue
-        if torch.isinf(got).any() or torch.isnan(got).any():
+        bad = ~torch.isfinite(got)
+        if bad.any():
+            above = torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1)
+            if (bad & ~above).any():  # below the diagonal too: no masking mistake
+                raise AssertionError(f"{what} is wrong; {first_difference(got, want)}")
             raise AssertionError(
                 f"{what} holds inf or nan: put 0 above the diagonal (keys j > i), "
                 "not -inf; the causal mask removes those keys separately, and the "
