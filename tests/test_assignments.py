@@ -350,3 +350,68 @@ def test_grading_a_folder_writes_the_grade_table(built, tmp_path):
     assert float(rows["right.ipynb"]["total"]) == float(rows["right.ipynb"]["possible"])
     assert float(rows["bob.ipynb"]["q1"]) == 4
     assert float(rows["bob.ipynb"]["q2"]) < 4
+
+
+def alibi_submission(built: Path, slopes_cell: str | None) -> str:
+    """The alibi solutions with the cell defining alibi_slopes replaced (None: as is)."""
+    notebook = json.loads((built / "alibi" / "autograder" / "alibi.ipynb").read_text())
+    for cell in notebook["cells"]:
+        if slopes_cell is not None and "".join(cell["source"]).startswith(
+            "def alibi_slopes"
+        ):
+            cell["source"] = slopes_cell
+    return json.dumps(notebook)
+
+
+def test_grading_survives_a_class(built, tmp_path, capsys):
+    """A corrupt notebook, an endless loop, an imported answer, a NaN and a right one:
+    five rows with five reasons, and the run ends normally; a second run skips them."""
+    submissions = tmp_path / "class"
+    submissions.mkdir()
+    (submissions / "corrupt.ipynb").write_text("this is not a notebook")
+    (submissions / "loop.ipynb").write_text(
+        alibi_submission(built, "while True:\n    pass\n")
+    )
+    (submissions / "imported.ipynb").write_text(
+        alibi_submission(built, "from pe_tutorial.alibi import alibi_slopes\n")
+    )
+    (submissions / "nan.ipynb").write_text(
+        alibi_submission(
+            built,
+            "def alibi_slopes(num_heads):\n"
+            "    return torch.full((num_heads,), float('nan'))\n",
+        )
+    )
+    (submissions / "right.ipynb").write_text(alibi_submission(built, None))
+    args = [
+        "grade",
+        "alibi",
+        str(submissions),
+        "--built",
+        str(built),
+        "--timeout",
+        "30",
+    ]
+    assignments.main(args)
+    table = submissions / "grades.csv"
+    rows = {row["submission"]: row for row in csv.DictReader(table.open())}
+    assert (rows["corrupt.ipynb"]["status"], rows["corrupt.ipynb"]["reason"]) == (
+        "failed",
+        "not a notebook",
+    )
+    assert rows["loop.ipynb"]["status"] == "timed out"
+    assert rows["loop.ipynb"]["reason"] == "timed out after 30 s"
+    assert "pe_tutorial's implementation" in rows["imported.ipynb"]["reason"]
+    assert float(rows["imported.ipynb"]["q1"]) == 0
+    assert "holds nan at index" in rows["nan.ipynb"]["reason"]
+    assert rows["right.ipynb"]["total"] == rows["right.ipynb"]["possible"] == "8.0"
+    assert rows["right.ipynb"]["reason"] == ""
+    feedback = (submissions / "feedback" / "imported.txt").read_text()
+    assert "q1:" in feedback and "not yours" in feedback
+    assert not (submissions / "feedback" / "right.txt").exists()
+    out = capsys.readouterr().out
+    assert "(3 graded, 1 failed, 1 timed out)" in out
+    # a second run grades nothing again and keeps one row per submission
+    assignments.main(args)
+    assert "already in grades.csv, skipped" in capsys.readouterr().out
+    assert len(list(csv.DictReader(table.open()))) == 5
