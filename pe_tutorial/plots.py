@@ -77,6 +77,18 @@ def line_plot(
     return ax
 
 
+def _mark_training_length(ax, train_length: int) -> None:
+    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
+    ax.annotate(
+        "training length",
+        (train_length, 1),
+        xycoords=("data", "axes fraction"),
+        xytext=(4, -14),
+        textcoords="offset points",
+        color="0.4",
+    )
+
+
 def length_curves(
     entries: list[dict],
     *,
@@ -121,15 +133,7 @@ def length_curves(
             capsize=3,
             label=label,
         )
-    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
-    ax.annotate(
-        "training length",
-        (train_length, 1),
-        xycoords=("data", "axes fraction"),
-        xytext=(4, -14),
-        textcoords="offset points",
-        color="0.4",
-    )
+    _mark_training_length(ax, train_length)
     ax.set_xscale("log", base=2)
     lengths = sorted({int(n) for e in entries for n in e["summary"]})
     ax.set_xticks(lengths, [str(n) for n in lengths])
@@ -172,15 +176,7 @@ def position_curves(
             ax.fill_between(
                 centres, mean - spread, mean + spread, color=line.get_color(), alpha=0.2
             )
-    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
-    ax.annotate(
-        "training length",
-        (train_length, 1),
-        xycoords=("data", "axes fraction"),
-        xytext=(4, -14),
-        textcoords="offset points",
-        color="0.4",
-    )
+    _mark_training_length(ax, train_length)
     ax.set(title=title, xlabel="position in the window (bytes)", ylabel="bits per byte")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(alpha=0.3)

@@ -316,6 +316,17 @@ def length_bits_per_byte(
 
 
 @torch.no_grad()
+def _predictions(
+    model: nn.Module, batches: Batches, seed: int, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The model's argmax on one seeded batch: predictions, targets, and which are scored."""
+    device = torch.device(device)
+    model.to(device).eval()
+    inputs, targets = batches(torch.Generator().manual_seed(seed))
+    predictions = model(inputs.to(device)).argmax(-1).cpu()
+    return predictions, targets, targets != IGNORE_INDEX
+
+
 def lookback_accuracy(
     model: nn.Module,
     batches: Batches,
@@ -324,15 +335,10 @@ def lookback_accuracy(
     device: torch.device | str = "cpu",
 ) -> float:
     """Fraction of the scored targets (not ``IGNORE_INDEX``) the model gets right."""
-    device = torch.device(device)
-    model.to(device).eval()
-    inputs, targets = batches(torch.Generator().manual_seed(seed))
-    predictions = model(inputs.to(device)).argmax(-1).cpu()
-    scored = targets != IGNORE_INDEX
+    predictions, targets, scored = _predictions(model, batches, seed, device)
     return (predictions[scored] == targets[scored]).float().mean().item()
 
 
-@torch.no_grad()
 def passkey_accuracy(
     model: nn.Module,
     batches: Batches,
@@ -341,10 +347,6 @@ def passkey_accuracy(
     device: torch.device | str = "cpu",
 ) -> float:
     """Fraction of rows whose every scored target is right (the whole key recalled)."""
-    device = torch.device(device)
-    model.to(device).eval()
-    inputs, targets = batches(torch.Generator().manual_seed(seed))
-    predictions = model(inputs.to(device)).argmax(-1).cpu()
-    scored = targets != IGNORE_INDEX
+    predictions, targets, scored = _predictions(model, batches, seed, device)
     right = (predictions == targets) | ~scored
     return right.all(dim=1).float().mean().item()

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import check_executed  # noqa: E402
 import check_pages  # noqa: E402
-from test_project import dry_run, needs_make  # noqa: E402
+from test_project import dry_run, needs_make, run_nbval  # noqa: E402
 
 TAG = "nbval-check-output"
 
@@ -94,20 +94,7 @@ def test_nbval_alone_passes_a_tagged_cell_that_was_never_run(tmp_path):
         "unrun.ipynb",
         notebook_with(tagged('print("anything")', executed=False, printed=None)),
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(path),
-            "--nbval-lax",
-            "--nbval-current-env",
-        ]
-        + ["-p", "no:cacheprovider", "-p", "no:xdist", "-q"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    result = run_nbval(path)
     assert result.returncode == 0, result.stdout[-2000:]
     assert check_executed.main([str(tmp_path)]) == 1
 

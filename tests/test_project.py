@@ -376,6 +376,24 @@ def test_nbval_compares_outputs_through_the_sanitizer():
     assert "--nbval-sanitize-with tests/nbval_sanitize.cfg" in commands
 
 
+def run_nbval(path: Path, *options: str) -> subprocess.CompletedProcess:
+    """nbval in lax mode over one notebook, in a pytest of its own, from its folder."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(path),
+            "--nbval-lax",
+            "--nbval-current-env",
+        ]
+        + [*options, "-p", "no:cacheprovider", "-p", "no:xdist", "-q"],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+    )
+
+
 def test_sanitizer_forgives_blank_lines_at_the_ends_and_nothing_else(tmp_path):
     """nbval with our sanitizer: a stray trailing newline passes, a changed value fails."""
     import nbformat
@@ -393,25 +411,8 @@ def test_sanitizer_forgives_blank_lines_at_the_ends_and_nothing_else(tmp_path):
     ]
     path = tmp_path / "outputs.ipynb"
     nbformat.write(notebook, path)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(path),
-            "--nbval-lax",
-            "--nbval-current-env",
-            "--nbval-sanitize-with",
-            str(ROOT / "tests" / "nbval_sanitize.cfg"),
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "-q",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
+    result = run_nbval(
+        path, "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg")
     )
     summary = result.stdout.strip().splitlines()[-1]
     assert re.search(r"\b1 failed, 1 passed\b", summary), result.stdout[-3000:]
