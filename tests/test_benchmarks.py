@@ -100,7 +100,12 @@ def test_results_round_trip_and_record(tmp_path):
         "integer_tables", "cpu", warmup=0, repeats=2, num_positions=8, dim=4
     )
     path = benchmarks.record(result, tmp_path)
-    assert path == tmp_path / "bench-integer_tables.json"
+    slug = _core.device_slug(result.environment)
+    assert slug.startswith("cpu-") and slug.endswith(
+        f"-{torch.get_num_threads()}-threads"
+    )
+    assert path == tmp_path / f"bench-integer_tables--{slug}.json"
+    assert not list(tmp_path.glob("*.tmp"))
     loaded = benchmarks.load_recorded("integer_tables", tmp_path)
     assert loaded.to_dict() == json.loads(json.dumps(result.to_dict()))
     assert benchmarks.load_recorded("binary_tables", tmp_path) is None
@@ -126,17 +131,40 @@ def test_show_prints_the_live_table_then_the_recorded_run(capsys):
     assert sinusoidal.split()[-1] == "2.00" and sinusoidal.split()[-2] == "25%"
 
 
-def test_show_says_how_to_record_when_nothing_was(tmp_path, capsys):
+def test_show_invites_a_gpu_run_once_per_process(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(_core, "_invited", set())
     live = benchmarks.run(
         "integer_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
     )
     benchmarks.show(live, directory=tmp_path)
-    printed = capsys.readouterr().out
-    assert "No recorded GPU run of 'integer_tables'" in printed
-    assert (
-        "python -m pe_tutorial.benchmarks integer_tables --device cuda --record"
-        in printed
+    first = capsys.readouterr().out
+    assert "python -m pe_tutorial.benchmarks --all --record" in first
+    benchmarks.show(live, directory=tmp_path)
+    assert "--all --record" not in capsys.readouterr().out
+    # a recorded GPU run is an answer already: no invitation beside it
+    monkeypatch.setattr(_core, "_invited", set())
+    absolute = benchmarks.run(
+        "absolute_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
     )
+    benchmarks.show(absolute, directory=FIXTURES)
+    assert "--all --record" not in capsys.readouterr().out
+
+
+def test_every_device_records_its_own_file_and_shows_beside_the_others(tmp_path):
+    result = benchmarks.run(
+        "integer_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
+    )
+    gpu = benchmarks.SuiteResult.from_dict(
+        {**result.to_dict(), "environment": {"device": "cuda:0", "device_name": "T4"}}
+    )
+    other_cpu = benchmarks.SuiteResult.from_dict(
+        {**result.to_dict(), "environment": {**result.environment, "threads": 64}}
+    )
+    paths = {benchmarks.record(r, tmp_path) for r in (result, gpu, other_cpu)}
+    assert len(paths) == 3  # nothing overwritten
+    runs = _core.load_recorded_runs("integer_tables", tmp_path)
+    assert runs[0].environment["device_name"] == "T4"  # GPUs first
+    assert len(runs) == 3
 
 
 def test_every_shipped_recorded_run_says_where_and_when():
@@ -194,6 +222,14 @@ def test_command_line_prints_writes_json_and_records(tmp_path, capsys, monkeypat
         ),
         (["integer_tables", "--dtype", "float16"], "runs in float32, not 'float16'"),
         (["integer_tables", "--repeats", "0"], "--repeats must be at least 1"),
+        ([], "name one suite, or give --all"),
+        (["integer_tables", "--all"], "name one suite, or give --all"),
+        (["--all", "--json", "x.json"], "with --all use --record --out DIR"),
+        (["--all", "--dtype", "float8"], "unknown dtype 'float8'"),
+        (
+            ["integer_tables", "--record", "--out", "/proc/no-such-folder"],
+            "cannot make the folder /proc/no-such-folder",
+        ),
     ],
 )
 def test_command_line_rejects_bad_arguments_listing_the_valid_ones(
@@ -203,6 +239,35 @@ def test_command_line_rejects_bad_arguments_listing_the_valid_ones(
         benchmarks.main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_all_records_one_file_per_suite_with_its_environment(
+    tmp_path, monkeypatch, capsys
+):
+    real_run = _core.run
+    ran = []
+
+    def small_run(name, device, dtype, **kwargs):
+        ran.append(name)
+        result = real_run(
+            "integer_tables", device, None, warmup=0, repeats=1, num_positions=8, dim=4
+        )
+        result.suite = name  # stands in for that suite's run
+        return result
+
+    monkeypatch.setattr(_core, "run", small_run)
+    out = tmp_path / "recorded"
+    argv = ["--all", "--device", "cpu", "--record", "--out", str(out)]
+    assert benchmarks.main(argv) == 0
+    assert ran == sorted(benchmarks.SUITES)
+    printed = capsys.readouterr().out
+    assert all(f"{name}: " in printed for name in benchmarks.SUITES)  # time per suite
+    files = sorted(out.glob("bench-*--cpu-*.json"))
+    assert [f.name.split("--")[0] for f in files] == [
+        f"bench-{name}" for name in sorted(benchmarks.SUITES)
+    ]
+    document = json.loads(files[0].read_text())
+    assert document["environment"]["device"] == "cpu"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")

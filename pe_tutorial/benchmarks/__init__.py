@@ -5,14 +5,14 @@ A chapter's timing cell is one call::
     from pe_tutorial import benchmarks
     benchmarks.show(benchmarks.run("absolute_tables"))
 
-which prints the live table and, under it, the recorded GPU run of the same
-suite that ships with the package. From a shell::
+which prints the live table and, under it, every recorded run of the same
+suite that ships with the package (one per device). From a shell::
 
     python -m pe_tutorial.benchmarks rope --device cpu --json out.json
-    python -m pe_tutorial.benchmarks absolute_tables --device cuda --record
+    python -m pe_tutorial.benchmarks --all --record
 
-``--record`` writes ``pe_tutorial/results/bench-<suite>.json``, the file the
-chapters read. Every row is timed interleaved with the others and compared
+``--record`` writes ``pe_tutorial/results/bench-<suite>--<device>.json``, the
+files the chapters read. Every row is timed interleaved with the others and compared
 with a copy of its own bytes (``pe_tutorial.bench``).
 """
 
@@ -25,6 +25,7 @@ from ._core import (
     Suite,
     SuiteResult,
     load_recorded,
+    load_recorded_runs,
     record,
     results_dir,
     run,
@@ -41,6 +42,7 @@ __all__ = [
     "show",
     "record",
     "load_recorded",
+    "load_recorded_runs",
     "results_dir",
     "main",
 ]

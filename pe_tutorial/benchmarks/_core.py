@@ -11,6 +11,8 @@ shows them too.
 from __future__ import annotations
 
 import json
+import os
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -218,40 +220,92 @@ def results_dir() -> Path:
     return Path(str(resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER))
 
 
-def results_path(name: str, directory: str | Path | None = None) -> Path:
+def device_slug(environment: dict) -> str:
+    """A file-name part naming where a run was measured: ``cuda-nvidia-h100-80gb-hbm3``,
+    ``cpu-amd-epyc-2-threads`` (a CPU's speed depends on its threads)."""
+    kind = str(environment.get("device", "cpu")).split(":")[0]
+    words = f"{kind} {environment.get('device_name', 'unknown')}"
+    if kind == "cpu":
+        words += f" {environment.get('threads', '?')} threads"
+    return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
+
+
+def results_path(
+    name: str, directory: str | Path | None = None, environment: dict | None = None
+) -> Path:
+    """``bench-<suite>--<device>.json``: one file per suite and device, so recording
+    on one machine never overwrites another's (``bench-<suite>.json`` without one)."""
     folder = Path(directory) if directory is not None else results_dir()
-    return folder / f"bench-{name}.json"
+    device = "" if environment is None else f"--{device_slug(environment)}"
+    return folder / f"bench-{name}{device}.json"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 def record(result: SuiteResult, directory: str | Path | None = None) -> Path:
-    """Write ``result`` to ``bench-<suite>.json`` in the package (or ``directory``)."""
-    path = results_path(result.suite, directory)
+    """Write ``result`` to ``bench-<suite>--<device>.json`` in the package (or ``directory``)."""
+    path = results_path(result.suite, directory, result.environment)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    _write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
     return path
 
 
-def load_recorded(name: str, directory: str | Path | None = None) -> SuiteResult | None:
-    """The recorded run of suite ``name`` shipped with the package, or None."""
+def load_recorded_runs(
+    name: str, directory: str | Path | None = None
+) -> list[SuiteResult]:
+    """Every recorded run of suite ``name``, one per device: GPUs first, then by name."""
     check_suite(name)
-    path = results_path(name, directory)
-    if not path.is_file():
-        return None
-    return SuiteResult.from_dict(json.loads(path.read_text()))
+    folder = Path(directory) if directory is not None else results_dir()
+    paths = sorted(
+        {*folder.glob(f"bench-{name}--*.json"), *folder.glob(f"bench-{name}.json")}
+    )
+    runs = [SuiteResult.from_dict(json.loads(path.read_text())) for path in paths]
+    return sorted(
+        runs,
+        key=lambda r: (
+            not str(r.environment.get("device", "")).startswith("cuda"),
+            str(r.environment.get("device_name", "")),
+        ),
+    )
+
+
+def load_recorded(name: str, directory: str | Path | None = None) -> SuiteResult | None:
+    """The first recorded run of suite ``name`` (a GPU's when there is one), or None."""
+    runs = load_recorded_runs(name, directory)
+    return runs[0] if runs else None
+
+
+# The invitation to record a GPU is printed once per process: once per chapter.
+_invited: set[str] = set()
+INVITATION = (
+    "No GPU run of these suites ships with this version. With a GPU (Colab's "
+    "included), one command times every suite and adds your device's tables to "
+    "every chapter:\n"
+    "  python -m pe_tutorial.benchmarks --all --record"
+)
 
 
 def show(result: SuiteResult, *, directory: str | Path | None = None) -> None:
-    """Print a live result and, under it, the recorded GPU run of the same suite."""
+    """Print a live result and, under it, every recorded run of the same suite.
+
+    Where no GPU run is recorded, an invitation to record one is printed, once
+    per process (a chapter's kernel).
+    """
     print(result.table("live run on this machine:"))
-    recorded = load_recorded(result.suite, directory)
-    print()
-    if recorded is None:
-        print(
-            f"No recorded GPU run of {result.suite!r} ships with this version. "
-            "On a GPU:\n"
-            f"  python -m pe_tutorial.benchmarks {result.suite} --device cuda --record"
-        )
-        return
-    env = recorded.environment
-    title = f"recorded run: {env.get('device_name')}, {env.get('date', '')[:10]}"
-    print(recorded.table(title + f" ({recorded.command}):"))
+    recorded = load_recorded_runs(result.suite, directory)
+    for run in recorded:
+        env = run.environment
+        title = f"recorded run: {env.get('device_name')}, {env.get('date', '')[:10]}"
+        print()
+        print(run.table(title + f" ({run.command}):"))
+    on_gpu = any(
+        str(r.environment.get("device", "")).startswith("cuda") for r in recorded
+    )
+    if not on_gpu and "gpu" not in _invited:
+        _invited.add("gpu")
+        print()
+        print(INVITATION)

@@ -1,17 +1,24 @@
-"""The command line: ``python -m pe_tutorial.benchmarks SUITE [options]``.
+"""The command line: ``python -m pe_tutorial.benchmarks SUITE [options]`` or ``--all``.
 
 Prints the suite's table (with its notes and, for ``rope`` and
 ``attention_bias``, the target ratios); ``--json PATH`` also writes the rows
-and the environment; ``--record`` writes the package's recorded copy, which
-the chapters show beside their live runs.
+and the environment; ``--record`` writes the recorded copy for this device
+(``bench-<suite>--<device>.json``, in the package or ``--out DIR``), which the
+chapters show beside their live runs. ``--all`` runs every suite in turn, with
+a progress bar and the time each took: ``--all --record`` adds a device to the
+book in one step.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from pathlib import Path
+
+from tqdm import tqdm
 
 from . import _core
 
@@ -27,7 +34,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog="suites:\n" + suites,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("suite", help="which suite (listed below)")
+    parser.add_argument("suite", nargs="?", help="which suite (listed below)")
+    parser.add_argument(
+        "--all", action="store_true", help="run every suite, one after the other"
+    )
     parser.add_argument(
         "--device", default=None, help="cpu or cuda (default: cuda when present)"
     )
@@ -49,25 +59,62 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _writable(folder: Path) -> str | None:
+    """Why ``folder`` cannot take a file (None if it can); it is made if missing."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"cannot make the folder {folder} ({error.strerror})"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder} cannot be written"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.all == (args.suite is not None):
+        parser.error("name one suite, or give --all for every suite")
+    if args.all and args.json:
+        parser.error("--json writes one suite; with --all use --record --out DIR")
+    names = sorted(_core.SUITES) if args.all else [args.suite]
     try:
-        suite = _core.check_suite(args.suite)
+        suites = [_core.check_suite(name) for name in names]
         device = _core.check_device(args.device)
-        _core.check_dtype(suite, args.dtype, device)
+        if args.all and args.dtype is not None and args.dtype not in _core.DTYPES:
+            raise ValueError(
+                f"unknown dtype {args.dtype!r}; use one of {', '.join(_core.DTYPES)}"
+            )
+        if not args.all:  # with --all a suite without that dtype runs in its own
+            _core.check_dtype(suites[0], args.dtype, device)
         if args.repeats is not None and args.repeats < 1:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
     except ValueError as error:
         parser.error(str(error))
-    result = _core.run(args.suite, device, args.dtype, repeats=args.repeats)
-    print(result.table())
-    if args.json:
-        path = Path(args.json)
-        path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-        print(f"wrote {path}")
+    targets = [Path(args.json).parent] if args.json else []
     if args.record:
-        print(f"recorded in {_core.record(result, args.out)}")
+        targets.append(Path(args.out) if args.out else _core.results_dir())
+    for folder in targets:
+        problem = _writable(folder)
+        if problem:
+            parser.error(problem)
+    bar = tqdm(
+        suites, desc="suites", unit="suite", disable=not args.all, file=sys.stderr
+    )
+    for suite in bar:
+        bar.set_postfix(suite=suite.name)
+        start = time.perf_counter()
+        dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
+        result = _core.run(suite.name, device, dtype, repeats=args.repeats)
+        print(result.table())
+        if args.json:
+            path = Path(args.json)
+            _core._write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
+            print(f"wrote {path}")
+        if args.record:
+            print(f"recorded in {_core.record(result, args.out)}")
+        if args.all:
+            print(f"{suite.name}: {time.perf_counter() - start:.0f} s\n", flush=True)
     return 0
 
 
