@@ -32,6 +32,7 @@ holds one idea:
 - ``train``        seeded training, bits per byte at several lengths and by position
 - ``experiments``  chapter 9's presets and CLI, resumable; ``results/`` holds recorded runs
 - ``notebook``     ``glue`` that works with MyST-NB and without it (Colab)
+- ``course``       the assignments' public tests, written beside a student notebook
 - ``checks``       check a learner's sinusoidal table, RoPE, ALiBi slopes, T5 buckets and
                    RoPE scaling, with a diagnosis of the usual mistakes
 """

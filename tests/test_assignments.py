@@ -38,7 +38,7 @@ def reference_environment(built: Path, name: str) -> dict:
     notebook = json.loads((built / name / "autograder" / f"{name}.ipynb").read_text())
     for cell in notebook["cells"]:
         source = "".join(cell["source"])
-        if cell["cell_type"] != "code" or "otter" in source or "grader." in source:
+        if cell["cell_type"] != "code" or "otter" in source or "grader" in source:
             continue
         exec(compile(source, f"{name}.ipynb", "exec"), env)
     return env
@@ -415,3 +415,102 @@ def test_grading_survives_a_class(built, tmp_path, capsys):
     assignments.main(args)
     assert "already in grades.csv, skipped" in capsys.readouterr().out
     assert len(list(csv.DictReader(table.open()))) == 5
+
+
+# --- a student notebook opened alone, as on Colab -----------------------------------
+
+PRETEND_COLAB = """\
+# the test's own cell: Otter takes a shell whose str() names google.colab for Colab's
+shell = get_ipython()
+shell.__class__ = type(
+    "Shell", (type(shell),), {"__repr__": lambda self: "<google.colab._shell.Shell>"}
+)
+"""
+
+
+def solved_student_notebook(
+    built: Path, name: str, *, wrong: dict | None = None
+) -> dict:
+    """The student notebook with the answers of the solutions notebook (by cell id);
+    ``wrong`` replaces the answer cell that starts with a key by its value."""
+    student = json.loads((built / name / "student" / f"{name}.ipynb").read_text())
+    solutions = json.loads((built / name / "autograder" / f"{name}.ipynb").read_text())
+    answers = {cell["id"]: cell["source"] for cell in solutions["cells"]}
+    for cell in student["cells"]:
+        cell["source"] = answers[cell["id"]]
+        for start, source in (wrong or {}).items():
+            if "".join(cell["source"]).startswith(start):
+                cell["source"] = source
+    return student
+
+
+def run_alone_as_on_colab(notebook: dict, name: str, folder: Path) -> list[str]:
+    """Run ``notebook`` as ``folder/NAME.ipynb``, the only file there, in Colab mode;
+    return the text each code cell printed or showed."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    assert not any(folder.iterdir())
+    node = nbformat.reads(json.dumps(notebook), as_version=4)
+    node.cells.insert(0, nbformat.v4.new_code_cell(PRETEND_COLAB))
+    path = folder / f"{name}.ipynb"
+    nbformat.write(node, path)
+    NotebookClient(
+        node,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": folder}},
+    ).execute()
+    texts = []
+    for cell in node.cells[1:]:
+        if cell.cell_type != "code":
+            continue
+        text = ""
+        for output in cell.outputs:
+            text += output.get("text", "") + output.get("data", {}).get(
+                "text/plain", ""
+            )
+        texts.append(text)
+    return texts
+
+
+def test_a_student_notebook_alone_checks_itself_on_colab(built, tmp_path):
+    folder = tmp_path / "colab"
+    folder.mkdir()
+    texts = run_alone_as_on_colab(
+        solved_student_notebook(built, "alibi"), "alibi", folder
+    )
+    checks = [t for t in texts if "results" in t]
+    assert len(checks) >= 2 and all("All test cases passed" in t for t in checks), (
+        checks
+    )
+    assert sorted(p.name for p in (folder / "tests").iterdir()) == ["q1.py", "q2.py"]
+    from pe_tutorial.course import COLAB_HAND_IN
+
+    assert any(COLAB_HAND_IN in t for t in texts)
+
+
+def test_a_wrong_answer_fails_its_check_alone_on_colab(built, tmp_path):
+    wrong = {
+        "def alibi_slopes": "def alibi_slopes(num_heads):\n"
+        "    return torch.tensor([2.0 ** (-(h + 1)) for h in range(num_heads)])\n"
+    }
+    notebook = solved_student_notebook(built, "alibi", wrong=wrong)
+    folder = tmp_path / "colab"
+    folder.mkdir()
+    texts = run_alone_as_on_colab(notebook, "alibi", folder)
+    q1 = next(t for t in texts if t.startswith("q1 results"))
+    assert "All test cases passed" not in q1 and "fn(" in q1, q1
+
+
+def test_the_package_ships_the_public_tests_otter_assign_writes(built):
+    """pe_tutorial/assignment_tests.json is what `make assignments` last wrote: in step."""
+    from pe_tutorial import course
+
+    assert course.assignments() == NAMES
+    for name in NAMES:
+        built_tests = assignments.student_tests(built / name)
+        assert course.public_tests(name) == built_tests, (
+            f"the package's public tests of {name} are stale: run make assignments"
+        )
+        assert all("hidden=True" not in source for source in built_tests.values())

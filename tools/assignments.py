@@ -105,8 +105,13 @@ def hidden_test_names(master: Path) -> list[str]:
 
 
 def student_problems(master: Path, student: Path) -> list[str]:
-    """What is wrong with a student notebook: solutions, hidden tests or MyST left in."""
-    text = student.read_text()
+    """What is wrong with a student notebook: solutions, hidden tests or MyST left in.
+
+    The public test files beside it (``tests/*.py``) count as handed out too.
+    """
+    notebook = student.read_text()
+    tests = sorted((student.parent / "tests").glob("*.py"))
+    text = notebook + "".join(path.read_text() for path in tests)
     solutions = solution_lines(master)
     problems = [
         f"solution line left in: {line!r}"
@@ -121,15 +126,40 @@ def student_problems(master: Path, student: Path) -> list[str]:
     ]
     problems += [
         f"MyST syntax Colab would show raw: {found!r}"
-        for found in myst_left(json.loads(text))
+        for found in myst_left(json.loads(notebook))
     ]
     if not solutions:
         problems.append(f"{master.name} has no solution code: is the format right?")
     return problems
 
 
-def build(names: list[str] | None, out: Path, *, run_tests: bool = True) -> list[Path]:
-    """Assign every master and check its student notebook; return the result folders."""
+def student_tests(result: Path) -> dict[str, str]:
+    """``{question: source}`` of the public test files ``otter assign`` wrote for students."""
+    folder = result / "student" / "tests"
+    return {path.stem: path.read_text() for path in sorted(folder.glob("*.py"))}
+
+
+def refresh_package_tests(results: list[Path]) -> Path:
+    """Write every assignment's public tests into the package (``pe_tutorial.course``)."""
+    path = ROOT / "pe_tutorial" / "assignment_tests.json"
+    tests = {result.name: student_tests(result) for result in sorted(results)}
+    path.write_text(json.dumps(tests, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def build(
+    names: list[str] | None,
+    out: Path,
+    *,
+    run_tests: bool = True,
+    refresh_package: bool = False,
+) -> list[Path]:
+    """Assign every master and check its student notebook; return the result folders.
+
+    With ``refresh_package`` (``make assignments``, all masters), the public
+    tests are also written into the package, where student notebooks opened
+    alone read them.
+    """
     results = []
     for master in masters(names):
         result = assign(master, out, run_tests=run_tests)
@@ -141,6 +171,8 @@ def build(names: list[str] | None, out: Path, *, run_tests: bool = True) -> list
         print(
             f"{master.stem}: {student.relative_to(out)} and {result.name}/autograder/"
         )
+    if refresh_package and not names:
+        print(f"public tests for the package: {refresh_package_tests(results)}")
     return results
 
 
@@ -375,7 +407,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(grade_one(args.submission, args.autograder)))
         return
     if args.command == "build":
-        build(args.names, args.out, run_tests=not args.fast)
+        build(args.names, args.out, run_tests=not args.fast, refresh_package=True)
     else:
         masters([args.name])
         grade(

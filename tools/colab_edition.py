@@ -49,7 +49,6 @@ BOOK = ROOT / "book"
 # A MyST role or directive, which plain Jupyter and Colab print as is.
 MYST_SYNTAX = re.compile(r"\{[a-z][\w:-]*\}`|^\s*(```|:::)\s*\{[\w:-]+\}", re.M)
 PACKAGE_LINE = re.compile(r'^PACKAGE = "[^"]*"$', re.M)
-GRADER_LINE = re.compile(r'^grader = otter\.Notebook\("([\w-]+\.ipynb)"\)$', re.M)
 PYPI_NAME = "pe-tutorial"
 
 
@@ -68,28 +67,6 @@ def chapters() -> list[Path]:
 
 def repository_url() -> str:
     return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-
-
-def launch_branch() -> str:
-    """The branch the launch buttons open: where the deploy job pushes this edition."""
-    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["branch"]
-
-
-def raw_url(path: str) -> str:
-    """The raw file at ``path`` on the launch branch (GitHub)."""
-    owner_repo = repository_url().removeprefix("https://github.com/").strip("/")
-    return f"https://raw.githubusercontent.com/{owner_repo}/{launch_branch()}/{path}"
-
-
-def grader_cell(source: str, notebook: str) -> str:
-    """Otter's grader reads the public tests from the notebook file beside the kernel;
-    Colab keeps none there, so the edition fetches its own copy when it is missing."""
-    fetch = (
-        "import os\nimport urllib.request\n\n"
-        f'if not os.path.exists("{notebook}"):  # on Colab: the tests grader.check reads\n'
-        f'    urllib.request.urlretrieve("{raw_url("book/assignments/" + notebook)}", "{notebook}")\n'
-    )
-    return GRADER_LINE.sub(lambda m: fetch + m.group(0), source)
 
 
 def current_commit() -> str:
@@ -425,10 +402,10 @@ def build(
             notebook = json.loads(student.read_text())
             for cell in notebook["cells"]:
                 source = cell_source(cell)
+                # the public tests come with the package (pe_tutorial.course), so
+                # only the install cell changes: it installs the book's own commit
                 if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
                     cell["source"] = install_cell(source, package)
-                elif cell["cell_type"] == "code" and GRADER_LINE.search(source):
-                    cell["source"] = grader_cell(source, student.name)
             target = out / "book" / "assignments" / student.name
             target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
             written.append(target)
