@@ -514,3 +514,17 @@ def test_the_package_ships_the_public_tests_otter_assign_writes(built):
             f"the package's public tests of {name} are stale: run make assignments"
         )
         assert all("hidden=True" not in source for source in built_tests.values())
+
+
+def test_a_student_notebook_handed_out_alone_installs_the_commit_it_was_built_from(
+    built,
+):
+    """No release is published: outside a checkout, the notebook installs this commit."""
+    import yaml
+    from colab_edition import current_commit
+
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    for name in NAMES:
+        student = json.loads((built / name / "student" / f"{name}.ipynb").read_text())
+        install = "".join(student["cells"][1]["source"])
+        assert f'PACKAGE = "pe_tutorial @ git+{url}@{current_commit()}"' in install

@@ -41,7 +41,14 @@ import sys
 import zipfile
 from pathlib import Path
 
-from colab_edition import cell_source, myst_left
+from colab_edition import (
+    PACKAGE_LINE,
+    cell_source,
+    current_commit,
+    install_cell,
+    myst_left,
+    repository_url,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTERS = ROOT / "book" / "assignments"
@@ -147,6 +154,22 @@ def refresh_package_tests(results: list[Path]) -> Path:
     return path
 
 
+def pin_install(student: Path, ref: str) -> None:
+    """Point the student notebook's install cell at this repository's commit ``ref``.
+
+    Outside a checkout the cell installs ``PACKAGE``; no release of the package
+    is published, so a notebook handed out alone (an LMS, a drive, Colab)
+    installs the commit it was built from instead.
+    """
+    notebook = json.loads(student.read_text())
+    package = f"pe_tutorial @ git+{repository_url()}@{ref}"
+    for cell in notebook["cells"]:
+        source = cell_source(cell)
+        if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
+            cell["source"] = install_cell(source, package)
+    student.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+
+
 def build(
     names: list[str] | None,
     out: Path,
@@ -167,6 +190,7 @@ def build(
         problems = student_problems(master, student)
         if problems:
             raise RuntimeError(f"{student}:\n  " + "\n  ".join(problems))
+        pin_install(student, current_commit())
         results.append(result)
         print(
             f"{master.stem}: {student.relative_to(out)} and {result.name}/autograder/"
