@@ -9,6 +9,7 @@ import csv
 import json
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -528,3 +529,22 @@ def test_a_student_notebook_handed_out_alone_installs_the_commit_it_was_built_fr
         student = json.loads((built / name / "student" / f"{name}.ipynb").read_text())
         install = "".join(student["cells"][1]["source"])
         assert f'PACKAGE = "pe_tutorial @ git+{url}@{current_commit()}"' in install
+
+
+def test_an_autograder_zip_lists_a_pinned_environment_and_carries_the_wheel(
+    built, tmp_path
+):
+    """What check-autograders installs (make test grades the solutions with it)."""
+    archive = assignments.autograder_zip(built / "rope")
+    python, requirements = assignments.zip_environment(archive, tmp_path)
+    assert python == "3.11"
+    pinned = [r for r in requirements if "==" in r]
+    assert {r.split("==")[0] for r in pinned} >= {
+        "torch",
+        "numpy",
+        "otter-grader[grading,plugins]",
+    }
+    wheel = next(r for r in requirements if r.endswith(".whl"))
+    assert wheel.startswith(str(tmp_path / "files" / "wheels" / "pe_tutorial-"))
+    with zipfile.ZipFile(archive) as zipped:
+        assert Path(wheel).relative_to(tmp_path).as_posix() in zipped.namelist()

@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -65,11 +68,69 @@ def masters(names: list[str] | None = None) -> list[Path]:
     return [found[n] for n in names]
 
 
-def assign(master: Path, out: Path, *, run_tests: bool = True) -> Path:
-    """Run ``otter assign`` on ``master`` into ``out/NAME``; return that folder."""
+# What an autograder installs, pinned to the versions the solutions were graded with here
+# (otter-grader's own line is added by otter assign). The package itself goes in as a
+# wheel inside the zip: no release of it is published.
+GRADER_PACKAGES = ("torch", "numpy", "matplotlib", "sympy", "tqdm")
+AUTOGRADER_SOURCE = "/autograder/source"  # where Gradescope and `otter grade` unpack it
+
+
+def package_wheel(out: Path) -> Path:
+    """Build this checkout's wheel into ``out/wheels`` (once per build); return it."""
+    folder = out / "wheels"
+    shutil.rmtree(folder, ignore_errors=True)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "-q",
+        "-w",
+        str(folder),
+    ]
+    subprocess.run([*command, str(ROOT)], check=True, capture_output=True)
+    return next(folder.glob("pe_tutorial-*.whl"))
+
+
+def grader_requirements(wheel: Path) -> str:
+    """requirements.txt of an autograder: pinned packages and the package's wheel."""
+    from importlib.metadata import version
+
+    lines = [f"{name}=={version(name).split('+')[0]}" for name in GRADER_PACKAGES]
+    lines.append(
+        f"{AUTOGRADER_SOURCE}/files/wheels/{wheel.name}"
+    )  # files/: otter puts it there
+    return "\n".join(lines) + "\n"
+
+
+def assign(
+    master: Path, out: Path, *, run_tests: bool = True, wheel: Path | None = None
+) -> Path:
+    """Run ``otter assign`` on ``master`` into ``out/NAME``; return that folder.
+
+    The master is assigned from a staging folder that holds it with a
+    generated requirements.txt and the package's ``wheel`` (built when not
+    given), which its config puts in the autograder zip: the zip then grades
+    without the repository and without a published release.
+    """
     result = out / master.stem
     shutil.rmtree(result, ignore_errors=True)
-    command = [sys.executable, "-m", "otter", "assign", str(master), str(result)]
+    wheel = wheel or package_wheel(out)
+    stage = out / "staging" / master.stem
+    shutil.rmtree(stage, ignore_errors=True)
+    (stage / "wheels").mkdir(parents=True)
+    shutil.copy(master, stage / master.name)
+    shutil.copy(wheel, stage / "wheels" / wheel.name)
+    (stage / "requirements.txt").write_text(grader_requirements(wheel))
+    command = [
+        sys.executable,
+        "-m",
+        "otter",
+        "assign",
+        str(stage / master.name),
+        str(result),
+    ]
     if not run_tests:
         command.insert(4, "--no-run-tests")
     done = subprocess.run(command, capture_output=True, text=True)
@@ -184,8 +245,9 @@ def build(
     alone read them.
     """
     results = []
+    wheel = package_wheel(out)
     for master in masters(names):
-        result = assign(master, out, run_tests=run_tests)
+        result = assign(master, out, run_tests=run_tests, wheel=wheel)
         student = result / "student" / master.name
         problems = student_problems(master, student)
         if problems:
@@ -389,6 +451,114 @@ def grade(
     return rows
 
 
+GRADE_IN_VENV = """
+import json, sys
+from otter.api import grade_submission
+import pe_tutorial
+results = grade_submission(sys.argv[1], sys.argv[2], quiet=True)
+print(json.dumps({"total": results.total, "possible": results.possible,
+                  "package": pe_tutorial.__file__}))
+"""
+
+
+def zip_environment(zip_path: Path, source: Path) -> tuple[str, list[str]]:
+    """An autograder zip's Python version and pip requirements, with the paths under
+    ``/autograder/source`` pointing at ``source``, where the zip was unpacked."""
+    import yaml
+
+    with zipfile.ZipFile(zip_path) as archive:
+        environment = yaml.safe_load(archive.read("environment.yml"))
+    dependencies = environment["dependencies"]
+    python = next(
+        d.split("=", 1)[1]
+        for d in dependencies
+        if isinstance(d, str) and d.startswith("python=")
+    )
+    pip = next(d["pip"] for d in dependencies if isinstance(d, dict) and "pip" in d)
+    return str(python), [r.replace(AUTOGRADER_SOURCE, str(source)) for r in pip]
+
+
+def clean_venv(venv: Path, requirements: list[str], source: Path) -> Path:
+    """A virtual environment holding only ``requirements`` (remade when they change).
+
+    Requirements under ``source`` (the unpacked zip) are keyed by their contents,
+    so the same wheel unpacked elsewhere reuses the environment.
+    """
+    digest = hashlib.sha256()
+    for requirement in sorted(requirements):
+        path = Path(requirement)
+        if path.is_file() and path.is_relative_to(source):
+            digest.update(path.read_bytes())
+        else:
+            digest.update(requirement.encode())
+    key = digest.hexdigest()[:16]
+    python = venv / "bin" / "python"
+    if (venv / f".installed-{key}").exists():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", *requirements],
+        check=True,
+    )
+    (venv / f".installed-{key}").touch()
+    return python
+
+
+def check_autograders(built: Path, venv: Path) -> list[str]:
+    """Grade each assignment's solutions with its autograder zip alone: in a clean venv
+    made from what the zip lists, in a folder outside the checkout. Returns the problems."""
+    problems = []
+    results = sorted(p for p in built.iterdir() if (p / "autograder").is_dir())
+    if not results:
+        raise SystemExit(f"no built assignments in {built}: run build first")
+    for result in results:
+        archive = autograder_zip(result)
+        with tempfile.TemporaryDirectory() as folder:
+            source = Path(folder) / "source"
+            with zipfile.ZipFile(archive) as zipped:
+                zipped.extractall(source)
+            python_version, requirements = zip_environment(archive, source)
+            here = ".".join(platform.python_version_tuple()[:2])
+            if python_version != here:
+                problems.append(
+                    f"{result.name}: the zip wants Python {python_version}, this is {here}"
+                )
+                continue
+            python = clean_venv(venv, requirements, source)
+            work = Path(folder) / "grading"
+            work.mkdir()
+            shutil.copy(
+                result / "autograder" / f"{result.name}.ipynb", work / "solutions.ipynb"
+            )
+            done = subprocess.run(
+                [str(python), "-c", GRADE_IN_VENV, "solutions.ipynb", str(archive)],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            )
+            if done.returncode != 0:
+                problems.append(
+                    f"{result.name}: grading failed: {diagnosis(done.stderr)}"
+                )
+                continue
+            graded = json.loads(done.stdout.strip().splitlines()[-1])
+            if not graded["package"].startswith(str(venv)):
+                problems.append(
+                    f"{result.name}: pe_tutorial came from {graded['package']}"
+                )
+            if graded["total"] != graded["possible"]:
+                problems.append(
+                    f"{result.name}: the solutions scored {graded['total']:g} of "
+                    f"{graded['possible']:g} in the clean environment"
+                )
+            print(
+                f"{result.name}: {graded['total']:g} / {graded['possible']:g} from the zip alone"
+            )
+    return problems
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -417,6 +587,21 @@ def main(argv: list[str] | None = None) -> None:
     grade_parser.add_argument(
         "--out", type=Path, default=None, help="CSV (default: SUBMISSIONS/grades.csv)"
     )
+    zips_parser = commands.add_parser(
+        "check-autograders",
+        help="grade each solutions notebook with its zip alone, in a clean venv",
+    )
+    zips_parser.add_argument(
+        "--built", type=Path, default=ROOT / "_build" / "assignments"
+    )
+    zips_parser.add_argument(
+        "--venv", type=Path, default=ROOT / "_build" / "autograder-venv"
+    )
+    build_parser.add_argument(
+        "--keep-package",
+        action="store_true",
+        help="leave the package's copy of the public tests as it is",
+    )
     one_parser = commands.add_parser("grade-one", help=argparse.SUPPRESS)
     one_parser.add_argument("submission", type=Path)
     one_parser.add_argument("autograder", type=Path)
@@ -430,8 +615,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "grade-one":  # a child of grade_isolated: JSON on stdout
         print(json.dumps(grade_one(args.submission, args.autograder)))
         return
+    if args.command == "check-autograders":
+        problems = check_autograders(args.built, args.venv)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            raise SystemExit(1)
+        return
     if args.command == "build":
-        build(args.names, args.out, run_tests=not args.fast, refresh_package=True)
+        refresh = not args.keep_package
+        build(args.names, args.out, run_tests=not args.fast, refresh_package=refresh)
     else:
         masters([args.name])
         grade(
