@@ -548,3 +548,26 @@ def test_an_autograder_zip_lists_a_pinned_environment_and_carries_the_wheel(
     assert wheel.startswith(str(tmp_path / "files" / "wheels" / "pe_tutorial-"))
     with zipfile.ZipFile(archive) as zipped:
         assert Path(wheel).relative_to(tmp_path).as_posix() in zipped.namelist()
+
+
+def test_a_student_notebook_alone_off_colab_exports_a_zip(built, tmp_path):
+    """Alone in a folder on a laptop or a JupyterHub: the checks run and Otter's zip is written."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = tmp_path / "laptop"
+    folder.mkdir()
+    node = nbformat.reads(
+        json.dumps(solved_student_notebook(built, "alibi")), as_version=4
+    )
+    nbformat.write(node, folder / "alibi.ipynb")
+    NotebookClient(
+        node,
+        timeout=600,
+        kernel_name="python3",
+        resources={"metadata": {"path": folder}},
+    ).execute()
+    zips = list(folder.glob("alibi_*.zip"))
+    assert len(zips) == 1, sorted(p.name for p in folder.iterdir())
+    with zipfile.ZipFile(zips[0]) as archive:
+        assert "alibi.ipynb" in archive.namelist()
