@@ -3,26 +3,34 @@
 Run from a shell::
 
     python -m pe_tutorial.experiments --preset quick|standard|full \\
-        [--device auto|cpu|cuda|cuda:N|mps] [--json PATH] [--record]
+        [--device auto|cpu|cuda|cuda:N|mps] [--json PATH] [--record] [--resume]
 
 Presets (``PRESETS``): ``quick`` runs inside chapter 9 on a laptop CPU (about
-90 s on two cores), ``standard`` is the recorded CPU run (several seeds, at
-most half an hour), ``full`` is for a GPU (a larger model and longer
+90 s on two cores), ``standard`` is the recorded CPU run (three seeds, about
+two hours on two cores), ``full`` is for a GPU (a larger model and longer
 training). ``--record`` writes the results into the installed package
 (``pe_tutorial/results/``), where the chapter reads them, so they ship with
-``pip install`` and reach Colab.
+``pip install`` and reach Colab. A run is a plan of units, one trained model
+and what is measured on it; with ``--record`` or ``--json`` each finished unit
+is kept on disk at once, and ``--resume`` continues a stopped run (``RunFile``).
 
-Four experiments, all on the standard-library byte corpus except the last:
+The experiments, on the standard-library byte corpus unless said otherwise:
 
 1. **Schemes.** A byte language model per scheme (``model.SCHEMES``), pre-norm,
-   absolute tables at the input; bits per byte at each length.
-2. **Architecture switches.** Some schemes again with post-norm, and the
-   absolute tables added in every layer.
-3. **RoPE context extension.** The trained RoPE models with each
-   ``rope_scaling.SCALING_METHODS`` method, zero-shot, and some after a short
-   fine-tune at the target length.
-4. **Look-back.** The synthetic task of ``data.lookback_batch``: accuracy of
+   absolute tables at the input: bits per byte at each length on segments
+   spread over the validation split, the train-split score at the training
+   length (the gap), and the loss at each position of the longest window.
+2. **Variants.** Some schemes with post-norm, with the absolute tables in
+   every layer, at other learning rates (both norms), with a ModelConfig
+   field changed (``ablations``), and on Shakespeare's plays (natural language).
+3. **RoPE.** The trained model with each ``rope_scaling.SCALING_METHODS``
+   method, zero-shot and after a short fine-tune at the target length; and
+   with one band of its frequencies changed at evaluation (``rope_bands``).
+4. **A learned table lengthened** by copying its rows, before and after a fine-tune.
+5. **Look-back.** The synthetic task of ``data.lookback_batch``: accuracy of
    predicting the symbol ``k`` back, at each length.
+6. **Passkey.** ``data.passkey_batch``: a key hidden at a depth, recalled at the
+   end; accuracy by length and depth, for every scheme and RoPE's scalings.
 """
 
 from __future__ import annotations

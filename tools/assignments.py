@@ -513,7 +513,7 @@ def check_autograders(built: Path, venv: Path) -> list[str]:
     if not results:
         raise SystemExit(f"no built assignments in {built}: run build first")
     for result in results:
-        archive = autograder_zip(result)
+        archive = autograder_zip(result).resolve()  # graded from another folder
         with tempfile.TemporaryDirectory() as folder:
             source = Path(folder) / "source"
             with zipfile.ZipFile(archive) as zipped:
@@ -525,7 +525,7 @@ def check_autograders(built: Path, venv: Path) -> list[str]:
                     f"{result.name}: the zip wants Python {python_version}, this is {here}"
                 )
                 continue
-            python = clean_venv(venv, requirements, source)
+            python = clean_venv(venv.resolve(), requirements, source)
             work = Path(folder) / "grading"
             work.mkdir()
             shutil.copy(
@@ -544,7 +544,7 @@ def check_autograders(built: Path, venv: Path) -> list[str]:
                 )
                 continue
             graded = json.loads(done.stdout.strip().splitlines()[-1])
-            if not graded["package"].startswith(str(venv)):
+            if not graded["package"].startswith(str(venv.resolve())):
                 problems.append(
                     f"{result.name}: pe_tutorial came from {graded['package']}"
                 )
