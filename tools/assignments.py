@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import hashlib
 import json
 import os
@@ -89,7 +90,13 @@ def package_wheel(out: Path) -> Path:
         "-w",
         str(folder),
     ]
-    subprocess.run([*command, str(ROOT)], check=True, capture_output=True)
+    # setuptools builds in the checkout's build/ folder: two builds at once (the
+    # test workers) collide there, so one waits for the other
+    lock = ROOT / "_build" / ".wheel.lock"
+    lock.parent.mkdir(exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        subprocess.run([*command, str(ROOT)], check=True, capture_output=True)
     return next(folder.glob("pe_tutorial-*.whl"))
 
 
@@ -576,6 +583,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="skip grading the solutions (otter's run_tests)",
     )
+    build_parser.add_argument(
+        "--keep-package",
+        action="store_true",
+        help="leave the package's copy of the public tests as it is",
+    )
     grade_parser = commands.add_parser("grade", help="grade a folder of submissions")
     grade_parser.add_argument("name", help="the assignment, e.g. rope")
     grade_parser.add_argument(
@@ -596,11 +608,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     zips_parser.add_argument(
         "--venv", type=Path, default=ROOT / "_build" / "autograder-venv"
-    )
-    build_parser.add_argument(
-        "--keep-package",
-        action="store_true",
-        help="leave the package's copy of the public tests as it is",
     )
     one_parser = commands.add_parser("grade-one", help=argparse.SUPPRESS)
     one_parser.add_argument("submission", type=Path)
