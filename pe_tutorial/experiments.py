@@ -423,14 +423,7 @@ class _Runner:
             for scheme in p.schemes:
                 model = self.model_config(scheme).to_dict()
                 for seed in p.seeds:
-                    fingerprint = {
-                        "device_type": self.device.type,
-                        "lookback": p.lookback,
-                        "multiples": p.multiples,
-                        "model": model,
-                        "train": asdict(p.train),
-                        "seed": seed,
-                    }
+                    fingerprint = self.task_fingerprint("lookback", model, seed)
                     compute = functools.partial(self.lookback_unit, scheme, seed)
                     key = f"lookback/{scheme}/{seed}"
                     units.append((key, p.lookback["steps"], fingerprint, compute))
@@ -441,14 +434,7 @@ class _Runner:
                 steps = p.passkey["steps"]
                 steps += rope * p.finetune_steps * len(p.finetune_methods)
                 for seed in p.seeds:
-                    fingerprint = {
-                        "device_type": self.device.type,
-                        "passkey": p.passkey,
-                        "multiples": p.multiples,
-                        "model": model,
-                        "train": asdict(p.train),
-                        "seed": seed,
-                    }
+                    fingerprint = self.task_fingerprint("passkey", model, seed)
                     if rope:
                         fingerprint["extension"] = {
                             "factor": p.extension_factor,
@@ -473,6 +459,18 @@ class _Runner:
         if variant.learning_rate is None:
             return self.preset.train
         return replace(self.preset.train, learning_rate=variant.learning_rate)
+
+    def task_fingerprint(self, task: str, model: dict, seed: int) -> dict:
+        """What a synthetic task's unit depends on (``task`` names the preset's field)."""
+        p = self.preset
+        return {
+            "device_type": self.device.type,
+            task: getattr(p, task),
+            "multiples": p.multiples,
+            "model": model,
+            "train": asdict(p.train),
+            "seed": seed,
+        }
 
     def language_model_unit(self, variant: Variant, seed: int) -> dict:
         config = self.variant_config(variant)

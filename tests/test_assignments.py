@@ -445,23 +445,29 @@ def solved_student_notebook(
     return student
 
 
-def run_alone_as_on_colab(notebook: dict, name: str, folder: Path) -> list[str]:
-    """Run ``notebook`` as ``folder/NAME.ipynb``, the only file there, in Colab mode;
-    return the text each code cell printed or showed."""
-    import nbformat
+def execute_in(node, folder: Path) -> None:
+    """Run notebook ``node`` in place, its kernel working in ``folder``."""
     from nbclient import NotebookClient
 
-    assert not any(folder.iterdir())
-    node = nbformat.reads(json.dumps(notebook), as_version=4)
-    node.cells.insert(0, nbformat.v4.new_code_cell(PRETEND_COLAB))
-    path = folder / f"{name}.ipynb"
-    nbformat.write(node, path)
     NotebookClient(
         node,
         timeout=600,
         kernel_name="python3",
         resources={"metadata": {"path": folder}},
     ).execute()
+
+
+def run_alone_as_on_colab(notebook: dict, name: str, folder: Path) -> list[str]:
+    """Run ``notebook`` as ``folder/NAME.ipynb``, the only file there, in Colab mode;
+    return the text each code cell printed or showed."""
+    import nbformat
+
+    assert not any(folder.iterdir())
+    node = nbformat.reads(json.dumps(notebook), as_version=4)
+    node.cells.insert(0, nbformat.v4.new_code_cell(PRETEND_COLAB))
+    path = folder / f"{name}.ipynb"
+    nbformat.write(node, path)
+    execute_in(node, folder)
     texts = []
     for cell in node.cells[1:]:
         if cell.cell_type != "code":
@@ -553,7 +559,6 @@ def test_an_autograder_zip_lists_a_pinned_environment_and_carries_the_wheel(
 def test_a_student_notebook_alone_off_colab_exports_a_zip(built, tmp_path):
     """Alone in a folder on a laptop or a JupyterHub: the checks run and Otter's zip is written."""
     import nbformat
-    from nbclient import NotebookClient
 
     folder = tmp_path / "laptop"
     folder.mkdir()
@@ -561,12 +566,7 @@ def test_a_student_notebook_alone_off_colab_exports_a_zip(built, tmp_path):
         json.dumps(solved_student_notebook(built, "alibi")), as_version=4
     )
     nbformat.write(node, folder / "alibi.ipynb")
-    NotebookClient(
-        node,
-        timeout=600,
-        kernel_name="python3",
-        resources={"metadata": {"path": folder}},
-    ).execute()
+    execute_in(node, folder)
     zips = list(folder.glob("alibi_*.zip"))
     assert len(zips) == 1, sorted(p.name for p in folder.iterdir())
     with zipfile.ZipFile(zips[0]) as archive:
