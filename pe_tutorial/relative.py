@@ -38,6 +38,7 @@ __all__ = [
     "ShawRelativePosition",
     "t5_relative_position_bucket",
     "T5RelativeBias",
+    "t5_untrained_share",
     "cope_positions",
     "cope_bias",
     "ContextualPositionBias",
@@ -265,6 +266,39 @@ def t5_relative_position_bucket(
     )
     large = large.clamp(max=per_direction - 1)
     return offset + torch.where(n < max_exact, n, large)
+
+
+def t5_untrained_share(
+    train_length: int,
+    length: int,
+    *,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> float:
+    """The share of causal (query, key) pairs in a window of ``length`` whose bucket
+    no pair in a window of ``train_length`` reached (chapter 9).
+
+    A causal model trained on windows of ``L`` sees distances ``0 .. L - 1``;
+    a window of ``n`` holds ``n - d`` pairs at distance ``d``. The pairs whose
+    distance falls in a bucket none of ``0 .. L - 1`` falls in read a bias
+    that training never changed.
+    """
+    require_positive_int(train_length, "train_length")
+    require_positive_int(length, "length")
+
+    def bucket(distances: torch.Tensor) -> torch.Tensor:
+        return t5_relative_position_bucket(
+            -distances,
+            bidirectional=False,
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+        )
+
+    trained = bucket(torch.arange(train_length)).unique()
+    distances = torch.arange(length)
+    pairs = length - distances
+    untrained = ~torch.isin(bucket(distances), trained)
+    return (pairs * untrained).sum().item() / pairs.sum().item()
 
 
 class T5RelativeBias(nn.Module):

@@ -17,6 +17,8 @@ from pe_tutorial.data import (
     passkey_batch,
     plain_play,
     random_windows,
+    segment_files,
+    segment_starts,
     shakespeare_corpus,
     split_bytes,
     stdlib_corpus,
@@ -310,3 +312,42 @@ def test_shakespeare_without_its_package_says_what_to_install(monkeypatch, tmp_p
         shakespeare_corpus()
     with pytest.raises(ValueError, match="no plays"):
         shakespeare_corpus(root=tmp_path)
+
+
+def test_a_corpus_knows_where_each_file_starts(fake_stdlib):
+    corpus = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    sides = {"train": corpus.train, "validation": corpus.validation}
+    for side, data in sides.items():
+        listed = getattr(corpus, f"{side}_files")
+        for (name, offset), following in zip(
+            listed, [*listed[1:], (None, data.numel())]
+        ):
+            size = following[1] - offset
+            # the bytes at each offset are that file's, all of them
+            assert (
+                bytes(data[offset : offset + size].tolist())
+                == (fake_stdlib / name).read_bytes()
+            )
+    name, offset = corpus.validation_files[0]
+    assert corpus.files_between("validation", offset, offset + 1) == [name]
+    assert corpus.files_between("validation", 0, corpus.validation.numel()) == [
+        n for n, _ in corpus.validation_files
+    ]
+    with pytest.raises(ValueError, match="side must be 'train' or 'validation'"):
+        corpus.files_between("test", 0, 1)
+
+
+def test_segment_files_names_the_files_the_segments_read(tmp_path):
+    for i in range(40):
+        (tmp_path / f"m{i:02d}.py").write_text(chr(65 + i) * 100)
+    corpus = stdlib_corpus(root=tmp_path, validation_percent=50)
+    starts = segment_starts(corpus.validation.numel(), 4, 9)
+    segments = evaluation_segments(corpus.validation, 4, 9)
+    # the same bytes as the segments, read back at the starts
+    for start, segment in zip(starts.tolist(), segments):
+        assert torch.equal(corpus.validation[start : start + 10], segment)
+    names = segment_files(corpus, 4, 9)
+    # every file is one repeated letter, so the letters each segment holds name its files
+    letters = {chr(b) for segment in segments for b in segment.tolist()}
+    by_letter = {(tmp_path / n).read_text()[0]: n for n, _ in corpus.validation_files}
+    assert sorted(names) == sorted(by_letter[c] for c in letters)

@@ -247,6 +247,13 @@ def test_summarise_rows(tiny_results):
     )
     with pytest.raises(ValueError, match="unknown section"):
         summarise(tiny_results, "nope")
+    chosen = tiny_results["language_model"][3:5]
+    assert [r["variant"] for r in summarise(tiny_results, entries=chosen)] == [
+        "alibi (post-norm)",
+        "learned (every layer)",
+    ]
+    with pytest.raises(ValueError, match="entries must be entries of"):
+        summarise(tiny_results, "lookback", entries=chosen)
 
 
 def test_cli_rejects_unknown_preset_and_device(capsys):

@@ -19,6 +19,7 @@ from pe_tutorial.relative import (
     shaw_relative_scores,
     shaw_value_term,
     t5_relative_position_bucket,
+    t5_untrained_share,
 )
 from pe_tutorial.schemes import ShawScheme
 
@@ -373,3 +374,29 @@ def test_a_value_table_needs_the_naive_kernel_and_says_so():
     MultiHeadAttention(AttentionConfig(8, 2, kernel="naive"), scheme)
     with pytest.raises(ValueError, match="values=True"):
         ShawRelativePosition(2, 4).value_term(torch.ones(3, 3))
+
+
+@pytest.mark.parametrize(
+    "train_length, length, max_distance",
+    [(128, 1024, 128), (128, 1024, 1024), (8, 40, 32)],
+)
+def test_t5_untrained_share_matches_a_loop_over_pairs(
+    train_length, length, max_distance
+):
+    def bucket(d):
+        return reference_bucket(-d, False, 32, max_distance)[0]
+
+    trained = {bucket(d) for d in range(train_length)}
+    pairs = [(i, j) for i in range(length) for j in range(i + 1)]
+    expected = sum(bucket(i - j) not in trained for i, j in pairs) / len(pairs)
+    got = t5_untrained_share(train_length, length, max_distance=max_distance)
+    assert got == pytest.approx(expected)
+
+
+def test_t5_untrained_share_values_chapter_9_reads():
+    # with max_distance at the training length, distance L - 1 already reaches
+    # the last bucket, so nothing is untrained
+    assert t5_untrained_share(128, 1024, max_distance=128) == 0
+    assert t5_untrained_share(128, 1024, max_distance=1024) > 0.5
+    with pytest.raises(ValueError, match="train_length"):
+        t5_untrained_share(0, 8)
