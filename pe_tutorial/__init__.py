@@ -31,6 +31,7 @@ holds one idea:
                    the look-back and passkey tasks (chapter 9)
 - ``train``        seeded training, bits per byte at several lengths and by position
 - ``experiments``  chapter 9's presets and CLI, resumable; ``results/`` holds recorded runs
+- ``findings``     reading a recorded run: entries by name, gaps weighed against the seeds
 - ``notebook``     ``glue`` that works with MyST-NB and without it (Colab)
 - ``course``       the assignments' public tests, written beside a student notebook
 - ``checks``       check a learner's sinusoidal table, RoPE, ALiBi slopes, T5 buckets and

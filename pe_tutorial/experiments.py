@@ -1007,10 +1007,15 @@ def summarise(
     return rows
 
 
-def format_rows(rows: list[dict], *, first: int = 24, width: int = 15) -> str:
-    """``summarise``'s rows as aligned text: the variant, then one column per length."""
+def format_rows(rows: list[dict], *, first: int | None = None, width: int = 15) -> str:
+    """``summarise``'s rows as aligned text: the variant, then one column per length.
+
+    ``first`` is the width of the variant's column (None: the longest name's, plus 2).
+    """
     if not rows:
         return ""
+    if first is None:
+        first = max(len(row["variant"]) for row in rows) + 2
     lengths = [key for key in rows[0] if key != "variant"]
     lines = [" " * first + "".join(f"{n:>{width}}" for n in lengths)]
     for row in rows:

@@ -151,11 +151,13 @@ def position_curves(
     position_bin: int,
     title: str,
     ax=None,
+    merge: int = 1,
 ):
     """Loss by position (chapter 9): bits per byte at each position of the longest window.
 
     Each entry's runs carry ``position_bpb``, the loss averaged over bins of
-    ``position_bin`` positions; the curve is the seeds' mean at each bin's
+    ``position_bin`` positions; ``merge`` consecutive bins are averaged into
+    one, for a smoother curve. The curve is the seeds' mean at each bin's
     centre, with the seeds' spread shaded. Entries whose runs have no curve
     (a learned table) are left out. The training length is marked.
     """
@@ -168,7 +170,12 @@ def position_curves(
         if not curves:
             continue
         values = torch.tensor(curves, dtype=torch.float64)  # (seeds, bins)
-        centres = (torch.arange(values.shape[1]) + 0.5) * position_bin
+        if values.shape[1] % merge:
+            raise ValueError(
+                f"merge={merge} does not divide the {values.shape[1]} bins of a curve"
+            )
+        values = values.view(values.shape[0], -1, merge).mean(-1)
+        centres = (torch.arange(values.shape[1]) + 0.5) * position_bin * merge
         mean = values.mean(0)
         (line,) = ax.plot(centres, mean, label=label)
         if values.shape[0] > 1:
@@ -183,7 +190,7 @@ def position_curves(
     return ax
 
 
-def passkey_grid(entry: dict, *, title: str, ax=None):
+def passkey_grid(entry: dict, *, title: str, ax=None, colorbar: bool = True):
     """Passkey accuracy by length (columns) and depth of the key (rows), seeds' mean (chapter 9).
 
     ``entry`` is a ``results["passkey"]`` entry: each run has ``by_depth``,
@@ -202,7 +209,8 @@ def passkey_grid(entry: dict, *, title: str, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     image = ax.imshow(grid.numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    ax.figure.colorbar(image, ax=ax, label="accuracy")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="accuracy")
     for i in range(len(depths)):
         for j in range(len(lengths)):
             value = grid[i, j].item()
@@ -212,4 +220,98 @@ def passkey_grid(entry: dict, *, title: str, ax=None):
     ax.set_xticks(range(len(lengths)), lengths)
     ax.set_yticks(range(len(depths)), [f"{float(d):.2f}" for d in depths])
     ax.set(title=title, xlabel="length (tokens)", ylabel="depth of the key")
+    return ax
+
+
+def passkey_grids(entries: dict[str, dict], *, title: str, columns: int = 4):
+    """``passkey_grid`` for each labelled entry, side by side with one colour bar."""
+    rows = -(-len(entries) // columns)
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(3.2 * columns, 2.9 * rows),
+        constrained_layout=True,
+        squeeze=False,
+    )
+    for ax, (label, entry) in zip(axes.flat, entries.items()):
+        passkey_grid(entry, title=label, ax=ax, colorbar=False)
+    for ax in list(axes.flat)[len(entries) :]:
+        ax.set_visible(False)
+    for ax in axes.flat:
+        if ax.get_visible() and ax not in axes[:, 0]:
+            ax.set_ylabel("")
+    image = axes.flat[0].images[0]
+    fig.colorbar(image, ax=axes, label="accuracy", shrink=0.8)
+    fig.suptitle(title)
+    return fig
+
+
+def rate_sweep(
+    sweeps: dict[str, dict[float, dict]], *, length: int, title: str, ax=None
+):
+    """Score at one length against the learning rate, a curve per label (chapter 9).
+
+    ``sweeps`` maps a label (a norm) to ``{learning rate: entry}``; each point
+    is the entry's seeds' mean at ``length`` with the std as its error bar.
+    Returns the axes and, per label, the rate with the lowest mean.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4))
+    best = {}
+    for (label, sweep), marker in zip(sweeps.items(), "osD^v"):
+        rates = sorted(sweep)
+        stats = [sweep[rate]["summary"][str(length)] for rate in rates]
+        means = [s["mean"] for s in stats]
+        ax.errorbar(
+            rates,
+            means,
+            yerr=[s["std"] for s in stats],
+            marker=marker,
+            capsize=3,
+            label=label,
+        )
+        best[label] = rates[means.index(min(means))]
+    ax.set_xscale("log")
+    ax.set(
+        title=title, xlabel="peak learning rate", ylabel=f"bits per byte at {length}"
+    )
+    ax.legend(frameon=False)
+    ax.grid(alpha=0.3)
+    return ax, best
+
+
+def rope_scaling_ratios(
+    head_dim: int, factor: float, train_length: int, *, methods=None, ax=None
+):
+    """Each scaling method's frequencies over plain RoPE's, per pair (chapter 9).
+
+    Dynamic NTK reads the current length; it is drawn at ``factor *
+    train_length``, the length the others are set for. A method that also
+    scales the logits says by how much in its label.
+    """
+    from .rope_scaling import SCALING_METHODS, scaled_rope_frequencies
+
+    methods = SCALING_METHODS if methods is None else methods
+    plain, _ = scaled_rope_frequencies(head_dim, "linear", factor=1.0)
+    pairs = torch.arange(head_dim // 2)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.2))
+    for method, marker in zip(methods, "osD^vP*"):
+        frequencies, scale = scaled_rope_frequencies(
+            head_dim,
+            method,
+            factor=factor,
+            original_max_positions=train_length,
+            seq_len=int(factor * train_length),
+        )
+        label = method if scale == 1 else f"{method} (logits x {scale**2:.2f})"
+        ax.plot(pairs, frequencies / plain, marker=marker, label=label)
+    ax.set_yscale("log", base=2)
+    ax.set(
+        xlabel="pair i (0 = fastest)",
+        ylabel="new frequency / old",
+        title=f"RoPE scalings at s = {factor:g}, D = {head_dim}, L = {train_length}",
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(alpha=0.3)
     return ax

@@ -214,6 +214,9 @@ def test_rows_print_as_aligned_columns():
     assert lines[0] == " " * 20 + f"{'64':>15}{'128':>15}"
     assert lines[2] == f"{'learned (post-norm)':20}{'2.300':>15}{'n/a':>15}"
     assert len({len(line) for line in lines}) == 1
+    # by default the first column fits the longest name, plus two spaces
+    auto = experiments.format_rows(rows).splitlines()
+    assert auto[2] == f"{'learned (post-norm)':21}{'2.300':>15}{'n/a':>15}"
 
 
 def test_summaries_are_mean_and_spread_of_the_seeds(tiny_results):
