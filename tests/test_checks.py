@@ -608,3 +608,11 @@ def poisoned(answer, value=float("nan")):
 def test_nan_or_inf_in_an_answer_is_located(check, answer, value):
     with pytest.raises(AssertionError, match=rf"holds {value} at index \("):
         check(poisoned(answer, value))
+
+
+def test_rope_right_for_half_only_fails_on_interleaved():
+    def half_only(x, positions=None, *, pairing="half"):
+        return rope_by_hand(x, positions, pairing="half")
+
+    with pytest.raises(AssertionError, match="pairing='interleaved'.*'half' pairing"):
+        checks.check_apply_rope(half_only)

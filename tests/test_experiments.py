@@ -427,3 +427,15 @@ def test_summary_of_one_seed_has_no_spread_and_a_missing_value_gives_none():
     assert experiments._summary([3.5]) == {"mean": 3.5, "std": 0.0, "n": 1}
     assert experiments._summary([1.0, None]) is None
     assert experiments._summary([]) is None
+
+
+def test_the_final_training_loss_is_recorded_in_bits(tiny_results):
+    # final_train_bpb is the mean of the last training losses, in bits; the
+    # training split scored after training is the same kind of number, so the
+    # two agree far better than nats (a factor ln 2 = 0.69) and bits would
+    for entry in tiny_results["language_model"]:
+        for run in entry["runs"]:
+            assert run["final_train_bpb"] == pytest.approx(
+                run["train_split_bpb"], abs=0.5
+            )
+            assert 3 < run["final_train_bpb"] < 8

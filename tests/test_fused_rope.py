@@ -490,3 +490,30 @@ def test_bad_out_is_rejected_with_a_reason():
         apply_rope_qk(q, k, inplace=True, out=good)
     with pytest.raises(ValueError, match="autograd cannot follow"):
         apply_rope_qk(q.requires_grad_(), k, out=good)
+
+
+@pytest.mark.parametrize("base", [500.0, 1e6])
+def test_every_path_honours_a_non_default_base(base):
+    # the float64 loop with the same base: a path that fell back to 10^4 fails
+    q, k = randn(1, 2, 6, 8, seed=30), randn(1, 1, 6, 8, seed=31)
+    positions = [0, 1, 3, 7, 40, 900]
+    p = torch.tensor(positions)
+    eager = apply_rope_qk(q, k, p, base=base)
+    inplace = apply_rope_qk(q.clone(), k.clone(), p, base=base, inplace=True)
+    into = apply_rope_qk(
+        q, k, p, base=base, out=(torch.empty_like(q), torch.empty_like(k))
+    )
+    fn, _ = compile_rope_qk(q, k, p, base=base)
+    compiled = fn(q, k, p)
+    for name, (got_q, got_k) in {
+        "eager": eager,
+        "inplace": inplace,
+        "out": into,
+        "compiled": compiled,
+    }.items():
+        for got, x in ((got_q, q), (got_k, k)):
+            for head in range(x.shape[1]):
+                want = naive_rope(x[0, head], positions, base=base)
+                torch.testing.assert_close(
+                    got[0, head].double(), want, rtol=0, atol=1e-5, msg=name
+                )

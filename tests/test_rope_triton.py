@@ -191,3 +191,14 @@ if importlib.util.find_spec("triton") is not None:
         cwd=Path(__file__).parents[1],
     )
     assert result.returncode == 0, result.stderr
+
+
+@needs_triton
+@pytest.mark.parametrize("base", [500.0, 1e6])
+def test_kernel_honours_a_non_default_base(interpreter, base):
+    q, k = randn(1, 1, 6, 8, seed=40), randn(1, 1, 6, 8, seed=41)
+    positions = [0, 1, 3, 7, 40, 900]
+    got_q, got_k = apply_rope_qk_triton(q, k, torch.tensor(positions), base=base)
+    for got, x in ((got_q, q), (got_k, k)):
+        want = naive_rope(x[0, 0], positions, base=base)
+        torch.testing.assert_close(got[0, 0].double(), want, rtol=0, atol=1e-5)

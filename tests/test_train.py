@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from pe_tutorial.data import IGNORE_INDEX
+from pe_tutorial.data import IGNORE_INDEX, random_windows
 from pe_tutorial.model import ByteTransformer, ModelConfig
 from pe_tutorial.train import (
     TrainConfig,
@@ -19,6 +19,7 @@ from pe_tutorial.train import (
     passkey_accuracy,
     position_bits_per_byte,
     resolve_device,
+    train,
 )
 
 
@@ -227,3 +228,20 @@ def test_passkey_accuracy_of_a_copier_and_of_a_model_that_misses_one_digit():
     assert passkey_accuracy(Copier(wrong_last=True), batches) == 0.0
     # digit by digit the second one is right three times in four
     assert lookback_accuracy(Copier(wrong_last=True), batches) == pytest.approx(0.75)
+
+
+def test_a_fresh_model_starts_near_ln_256_nats_a_byte():
+    # train() returns the mean loss per predicted byte, in nats: a fresh model
+    # with near-zero logits sits at ln 256; a summed loss would be T * B times that
+    torch.manual_seed(0)
+    config = ModelConfig(
+        scheme="rope", d_model=32, num_heads=2, num_layers=1, max_positions=16
+    )
+    data = torch.randint(0, 256, (4096,), dtype=torch.uint8)
+    losses = train(
+        ByteTransformer(config),
+        functools.partial(random_windows, data, 4, 16),
+        TrainConfig(steps=2, batch_size=4, seq_len=16, warmup_steps=1),
+        progress=False,
+    )
+    assert losses[0] == pytest.approx(math.log(256), abs=0.3)
