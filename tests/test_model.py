@@ -18,12 +18,35 @@ from pe_tutorial.rope_scaling import RopeScaling
 from pe_tutorial.schemes import AbsoluteScheme
 from pe_tutorial.train import TrainConfig, train
 
+from reference import scheme_attention, with_positions_added
+
 SMALL = {"d_model": 32, "num_heads": 4, "num_layers": 2, "max_positions": 16}
 
 
 def small(scheme: str, **switches) -> ByteTransformer:
     torch.manual_seed(0)
     return ByteTransformer(ModelConfig(scheme=scheme, **SMALL, **switches))
+
+
+def reference_attention(attn, x: torch.Tensor) -> torch.Tensor:
+    """Causal multi-head attention from the chapter-7 reference, not the model's.
+
+    Only the weights are read from the layer: the projections, the scheme's
+    tables. Heads are split by hand and attended head by head in float64 by
+    ``reference.scheme_attention``, so a bug inside ``MultiHeadAttention``
+    (the split, the mask, the scale, the scheme's wiring) shows up here.
+    """
+    B, T, d = x.shape
+    H = attn.config.num_heads
+    x = with_positions_added(attn.scheme, x)
+    q, k, v = (x @ attn.qkv.weight.T).split(d, dim=-1)
+
+    def heads(t):
+        return torch.stack([t[..., h * d // H : (h + 1) * d // H] for h in range(H)], 1)
+
+    y = scheme_attention(attn.scheme, heads(q), heads(k), heads(v), causal=True)
+    merged = torch.cat([y[:, h] for h in range(H)], dim=-1).float()
+    return merged @ attn.out.weight.T
 
 
 def hand_forward(model: ByteTransformer, tokens: torch.Tensor) -> torch.Tensor:
@@ -42,10 +65,10 @@ def hand_forward(model: ByteTransformer, tokens: torch.Tensor) -> torch.Tensor:
         attn, mlp = block.attention, block.mlp
         ln1, ln2 = block.norm1, block.norm2
         if c.norm == "pre":
-            x = x + attn(ln1(x))
+            x = x + reference_attention(attn, ln1(x))
             x = x + mlp(ln2(x))
         else:
-            x = ln1(x + attn(x))
+            x = ln1(x + reference_attention(attn, x))
             x = ln2(x + mlp(x))
     if c.norm == "pre":
         x = model.final_norm(x)
