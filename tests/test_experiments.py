@@ -402,9 +402,12 @@ def test_unknown_preset_in_the_api():
 def test_glue_without_myst_nb_runs_and_can_display(monkeypatch, capsys):
     import sys
 
+    from pe_tutorial.notebook import GLUED
+
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab
     glue("quiet", 1.5)
     assert capsys.readouterr().out == ""
+    assert GLUED["quiet"] == 1.5  # kept for the reader, not dropped
     glue("shown", 2.5, display=True)
     assert "2.5" in capsys.readouterr().out
     with pytest.raises(ValueError, match="non-empty name"):

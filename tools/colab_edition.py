@@ -336,7 +336,8 @@ def convert(
     if glue:
         note = (
             "*This is the Colab edition of a chapter of the book. Numbers quoted in the text "
-            "are those of the book's build; run the cells to get your own.*"
+            "are those of the book's build; run the cells to get your own (after a run, "
+            "`pe_tutorial.notebook.GLUED` holds each quoted value by its name).*"
         )
         edition["cells"].insert(
             1, {"cell_type": "markdown", "metadata": {}, "source": note}
