@@ -306,18 +306,20 @@ def test_rope_suite_checks_every_row_and_skips_what_cannot_run_here():
     )
 
 
-def test_a_peer_that_disagrees_is_reported_not_timed(monkeypatch):
+def test_a_path_that_disagrees_stops_the_suite_and_says_which(monkeypatch):
     from pe_tutorial.benchmarks import peers
+    from pe_tutorial.benchmarks.rope import WrongResult
 
     def wrong(q, k, positions, base):
         return lambda: (q, k)  # forgets to rotate
 
     monkeypatch.setitem(peers.PEERS, "a wrong peer", (wrong, "half"))
-    result = benchmarks.run(
-        "rope", "cpu", warmup=0, repeats=1, shape=(1, 1, 4, 8), compiled=False
-    )
-    assert "a wrong peer" not in {t.name for t in result.timings}
-    assert "a wrong peer: skipped, its output disagrees with apply_rope" in result.notes
+    with pytest.raises(
+        WrongResult, match="a wrong peer: its rotated q disagrees with apply_rope"
+    ):
+        benchmarks.run(
+            "rope", "cpu", warmup=0, repeats=1, shape=(1, 1, 4, 8), compiled=False
+        )
 
 
 def _rope_result(rows, device="cpu", shape=(2, 16, 2048, 128), dtype="float32"):

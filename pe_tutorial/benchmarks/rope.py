@@ -40,14 +40,30 @@ def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
     return torch.allclose(a.float(), b.float(), atol=tolerance, rtol=tolerance)
 
 
-def _checked_case(name, fn, expected, dtype, notes, *, layout="bhtd") -> Case | None:
-    """A Case for ``fn`` if its output matches ``expected``; else a note and None."""
+class WrongResult(RuntimeError):
+    """A path of the suite computed something other than ``apply_rope``: a bug, not a row."""
+
+
+def _checked_case(name, fn, expected, dtype, *, layout="bhtd") -> Case:
+    """A Case for ``fn``, whose output must match ``expected``; else ``WrongResult``.
+
+    A wrong answer is never timed and never dropped quietly: the suite stops
+    and says which path was wrong and by how much.
+    """
     out_q, out_k = fn()
     if layout == "bthd":
         out_q, out_k = out_q.transpose(1, 2), out_k.transpose(1, 2)
-    if not (_close(out_q, expected[0], dtype) and _close(out_k, expected[1], dtype)):
-        notes.append(f"{name}: skipped, its output disagrees with apply_rope")
-        return None
+    for got, want, which in ((out_q, expected[0], "q"), (out_k, expected[1], "k")):
+        if got.shape != want.shape or not _close(got, want, dtype):
+            difference = (
+                (got.float() - want.float()).abs().max().item()
+                if got.shape == want.shape
+                else f"shape {tuple(got.shape)} instead of {tuple(want.shape)}"
+            )
+            raise WrongResult(
+                f"{name}: its rotated {which} disagrees with apply_rope (largest "
+                f"difference {difference}); fix that path, or remove it from the suite"
+            )
     return Case(name, fn)
 
 
@@ -84,7 +100,6 @@ def rope_suite(
                 ),
                 expected,
                 dtype,
-                notes,
             )
         )
     else:
@@ -99,7 +114,6 @@ def rope_suite(
             lambda: (apply_rope(q, base=base), apply_rope(k, base=base)),
             expected,
             dtype,
-            notes,
         )
     )
     cases.append(
@@ -108,7 +122,6 @@ def rope_suite(
             lambda: fused_rope.apply_rope_qk(q, k, cos_sin=cos_sin),
             expected,
             dtype,
-            notes,
         )
     )
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
@@ -118,7 +131,6 @@ def rope_suite(
             lambda: fused_rope.apply_rope_qk(q, k, cos_sin=cos_sin, out=(q_out, k_out)),
             expected,
             dtype,
-            notes,
         )
     )
     # in place on copies: the first call (the check) turns them from q and k,
@@ -130,7 +142,6 @@ def rope_suite(
             lambda: fused_rope.apply_rope_qk(q_in, k_in, cos_sin=cos_sin, inplace=True),
             expected,
             dtype,
-            notes,
         )
     )
     if compiled:
@@ -152,7 +163,6 @@ def rope_suite(
                     lambda fast=fast: fast(q, k, cos_sin=cos_sin),
                     expected,
                     dtype,
-                    notes,
                 )
             )
             notes.append(f"{name}: compiling took {seconds:.1f} s, not in its row")
@@ -169,7 +179,6 @@ def rope_suite(
                 lambda: rope_triton.apply_rope_qk_triton(q, k, cos_sin=cos_sin),
                 expected,
                 dtype,
-                notes,
             )
         )
     else:
@@ -187,15 +196,14 @@ def rope_suite(
                     apply_rope(t, positions, base=base, pairing=pairing) for t in (q, k)
                 )
             layout = getattr(fn, "layout", "bhtd")
-            cases.append(_checked_case(name, fn, want, dtype, notes, layout=layout))
+            cases.append(_checked_case(name, fn, want, dtype, layout=layout))
     nbytes = 4 * q.numel() * q.element_size() + seq * head_dim * 4
-    kept = [case for case in cases if case is not None]
     dtype_name = str(dtype).replace("torch.", "")
-    for case in kept:
+    for case in cases:
         case.shapes = {"q, k": list(shape)}
         case.dtype = dtype_name
         case.bytes_moved = nbytes
-    return Plan(kept, notes=notes, settings={"shape": list(shape), "base": base})
+    return Plan(cases, notes=notes, settings={"shape": list(shape), "base": base})
 
 
 # the issue's targets, at the shapes they name
