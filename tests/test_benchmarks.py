@@ -307,8 +307,7 @@ def test_rope_suite_checks_every_row_and_skips_what_cannot_run_here():
 
 
 def test_a_path_that_disagrees_stops_the_suite_and_says_which(monkeypatch):
-    from pe_tutorial.benchmarks import peers
-    from pe_tutorial.benchmarks.rope import WrongResult
+    from pe_tutorial.benchmarks import WrongResult, peers
 
     def wrong(q, k, positions, base):
         return lambda: (q, k)  # forgets to rotate
@@ -392,3 +391,28 @@ def test_attention_bias_suite_compares_with_unbiased_sdpa():
     assert {"SDPA + materialised ALiBi", "SDPA + materialised T5"} <= set(names)
     assert "Flex eager, ALiBi, block mask" in names
     assert not any("disagrees" in note for note in result.notes)
+
+
+def test_a_wrong_attention_path_stops_its_suite(monkeypatch):
+    from pe_tutorial.benchmarks import attention_bias
+
+    real = attention_bias.attend
+
+    def sdpa_forgets_the_bias(q, k, v, scheme=None, **options):
+        if options.get("kernel") == "sdpa":
+            scheme = None
+        return real(q, k, v, scheme, **options)
+
+    monkeypatch.setattr(attention_bias, "attend", sdpa_forgets_the_bias)
+    with pytest.raises(
+        benchmarks.WrongResult,
+        match="SDPA \\+ materialised ALiBi: its output disagrees with the naive kernel",
+    ):
+        benchmarks.run(
+            "attention_bias",
+            "cpu",
+            warmup=0,
+            repeats=1,
+            compiled=False,
+            shape=(1, 2, 16, 8),
+        )

@@ -33,6 +33,14 @@ DTYPES: dict[str, torch.dtype] = {
 }
 
 
+class WrongResult(RuntimeError):
+    """A path of a suite computed something other than its reference: a bug, not a row.
+
+    Suites check each path's output before timing it; a wrong one stops the
+    suite, naming the path, instead of being dropped from the table.
+    """
+
+
 @dataclass
 class Plan:
     """What a suite will time on one device: cases, and what to say besides.

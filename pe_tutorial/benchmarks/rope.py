@@ -19,7 +19,7 @@ from .. import fused_rope, rope_triton
 from ..bench import Case
 from ..rope import apply_rope, apply_rope_matrix
 from . import peers
-from ._core import Plan, Suite, register
+from ._core import Plan, Suite, WrongResult, register
 
 # the dense matrix per token is skipped above this many multiply-adds per call
 _MATRIX_LIMIT = 2**28
@@ -38,10 +38,6 @@ def default_shape(device: torch.device) -> tuple[int, int, int, int]:
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
     tolerance = 1e-4 if dtype == torch.float32 else 3e-2
     return torch.allclose(a.float(), b.float(), atol=tolerance, rtol=tolerance)
-
-
-class WrongResult(RuntimeError):
-    """A path of the suite computed something other than ``apply_rope``: a bug, not a row."""
 
 
 def _checked_case(name, fn, expected, dtype, *, layout="bhtd") -> Case:
