@@ -17,6 +17,7 @@ holds one idea:
                    knows no encoding
 - ``equivariance`` why attention needs positions (chapter 1)
 - ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)
+- ``devices``      the device to run on (``"auto"`` checked) and waiting for a GPU
 - ``bench``        interleaved timing against a copy of the same bytes, the printed table
 - ``benchmarks``   the timing suites (one per chapter, ``rope``, ``attention_bias``), their
                    CLI, recorded GPU runs shipped in ``results/``

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._validation import require_positive_int
+from .devices import synchronize
 from .position_scheme import NoPositionScheme, PositionScheme, ScoreMod
 from .positions import query_positions, relative_positions
 
@@ -609,7 +610,7 @@ def compile_flex(
     compiling and runs eager FlexAttention, with a warning: raise the limit
     for a sweep over many sizes or schemes.
     """
-    _synchronize(q.device)
+    synchronize(q.device)
     start = time.perf_counter()
     attend(
         q,
@@ -622,13 +623,8 @@ def compile_flex(
         block_mask=block_mask,
         compile=True,
     )
-    _synchronize(q.device)
+    synchronize(q.device)
     return time.perf_counter() - start
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 # the dense kernels; "flex" goes through _attend_flex

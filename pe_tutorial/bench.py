@@ -34,6 +34,8 @@ from pathlib import Path
 
 import torch
 
+from .devices import default_device, synchronize
+
 __all__ = [
     "NOISY_SPREAD",
     "PeakBandwidth",
@@ -116,11 +118,6 @@ def peak_bandwidth(name: str) -> PeakBandwidth | None:
 # ---------------------------------------------------------------------------
 # where a measurement ran
 # ---------------------------------------------------------------------------
-
-
-def default_device() -> torch.device:
-    """The GPU when there is one, else the CPU: the device every timing cell uses."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @functools.cache
@@ -295,11 +292,6 @@ class Timing:
 # ---------------------------------------------------------------------------
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _time_once(fn: Callable[[], object], device: torch.device) -> float:
     """Milliseconds for one call, the device synchronised before and after."""
     if device.type == "cuda":
@@ -390,7 +382,7 @@ def measure(
     for case in everything:
         for _ in range(warmup):
             case.fn()
-    _synchronize(device)
+    synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
     order = random.Random(0)
     for _ in range(repeats):

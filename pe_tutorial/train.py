@@ -25,8 +25,8 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from ._validation import require_positive_float, require_positive_int
-from .bench import default_device
 from .data import IGNORE_INDEX
+from .devices import DEVICE_CHOICES, resolve_device  # noqa: F401  (re-exported)
 
 __all__ = [
     "TrainConfig",
@@ -71,31 +71,6 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
-
-
-def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"`` (or None) picks CUDA when present, else the CPU; other names are checked."""
-    if device is None or device == "auto":
-        return default_device()
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(
-            f"unknown device {device!r}; choose one of {DEVICE_CHOICES}"
-        ) from None
-    if resolved.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {device!r}; choose one of {DEVICE_CHOICES}")
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device {device!r} was asked for but this torch sees no CUDA GPU; "
-            "use --device cpu (or auto)"
-        )
-    if resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} is not available here; use cpu")
-    return resolved
 
 
 def _learning_rate(config: TrainConfig, step: int) -> float:

@@ -243,10 +243,11 @@ def test_layer_rejects_input_of_the_wrong_width():
 
 
 def test_attention_module_imports_no_encoding():
-    """attention.py depends on torch, positions and the scheme base class only."""
+    """attention.py depends on torch, positions, the scheme base class and devices only."""
     source = Path(__file__).resolve().parent.parent / "pe_tutorial" / "attention.py"
     imported = set()
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             imported.add(node.module)
-    assert imported <= {"_validation", "positions", "position_scheme"}, imported
+    allowed = {"_validation", "devices", "positions", "position_scheme"}
+    assert imported <= allowed, imported
