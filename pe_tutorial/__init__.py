@@ -27,7 +27,8 @@ holds one idea:
 - ``linear_attention`` linear attention with RoPE on the features (chapter 6)
 - ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
 - ``rope_bands``   RoPE's fast and slow pairs against the training length; band ablations
-- ``model``        a small byte-level Transformer taking any scheme by name (chapter 9)
+- ``registry``     every scheme a model can use, registered once (name, entry, modules)
+- ``model``        a small byte-level Transformer taking any registered scheme (chapter 9)
 - ``data``         the standard-library and Shakespeare byte corpora, scoring segments,
                    the look-back and passkey tasks (chapter 9)
 - ``train``        seeded training, bits per byte at several lengths and by position

@@ -2,7 +2,8 @@
 
 ``ByteTransformer`` reads bytes (a vocabulary of 256) and predicts the next
 byte. Its attention is ``pe_tutorial.attention.MultiHeadAttention`` with one
-of the book's schemes, chosen by name (``SCHEMES``):
+of the schemes of ``pe_tutorial.registry``, chosen by name; ``SCHEMES`` are
+the ones chapter 9 trains:
 
 ====================  =====================================================
 ``"nope"``            no positions at all (causal masking only; chapter 1)
@@ -13,6 +14,8 @@ of the book's schemes, chosen by name (``SCHEMES``):
 ``"t5"``              T5's bucketed bias, one table shared by the layers
 ``"shaw"``            Shaw et al.'s clipped key embeddings, per layer
 ``"cope"``            contextual positions (CoPE), per layer (chapter 8)
+``"deberta"``         DeBERTa's disentangled attention, per layer (chapter 8;
+                      registered, not in ``SCHEMES``)
 ====================  =====================================================
 
 Two switches change the architecture around the scheme:
@@ -33,36 +36,19 @@ from torch import nn
 from torch.nn import functional as F
 
 from ._validation import require_positive_int
-from .absolute import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
-from .alibi import ALiBiBias
+from .absolute import LearnedPositionalEmbedding
 from .attention import AttentionConfig, MultiHeadAttention
 from .position_scheme import NoPositionScheme, PositionScheme
-from .relative import ContextualPositionBias, ShawRelativePosition, T5RelativeBias
+from .registry import registered, scheme_names
 from .rope import RotaryEmbedding
 from .rope_scaling import RopeScaling
-from .schemes import (
-    AbsoluteScheme,
-    ALiBiScheme,
-    CoPEScheme,
-    RotaryScheme,
-    ShawScheme,
-    T5BiasScheme,
-)
+from .schemes import AbsoluteScheme
 
 __all__ = ["SCHEMES", "ModelConfig", "ByteTransformer", "VOCAB_SIZE"]
 
 VOCAB_SIZE = 256
-SCHEMES: tuple[str, ...] = (
-    "nope",
-    "learned",
-    "sinusoidal",
-    "rope",
-    "alibi",
-    "t5",
-    "shaw",
-    "cope",
-)
-ABSOLUTE_SCHEMES = ("learned", "sinusoidal")
+# the schemes chapter 9 trains; any registered scheme can be built (registry.py)
+SCHEMES: tuple[str, ...] = scheme_names(studied_only=True)
 NORMS = ("pre", "post")
 ABSOLUTE_PLACES = ("input", "every_layer")
 
@@ -98,7 +84,7 @@ class ModelConfig:
     cope_positions: int = 64
 
     def __post_init__(self):
-        _check_choice(self.scheme, "scheme", SCHEMES)
+        registered(self.scheme)  # an unknown name lists the registered ones
         _check_choice(self.norm, "norm", NORMS)
         _check_choice(self.absolute, "absolute placement", ABSOLUTE_PLACES)
         for name in ("num_layers", "mlp_ratio", "max_positions"):
@@ -122,58 +108,25 @@ class ModelConfig:
 
 
 class _SchemeFactory:
-    """Builds each layer's scheme; encodings shared across layers are made once."""
+    """Builds each layer's scheme from the registry; a shared encoding is made once."""
 
     def __init__(self, config: ModelConfig):
         self.config = config
-        c = config
-        self.shared: nn.Module | None = None
-        if c.scheme == "learned":
-            self.shared = LearnedPositionalEmbedding(c.max_positions, c.d_model)
-        elif c.scheme == "sinusoidal":
-            self.shared = SinusoidalPositionalEmbedding(c.d_model)
-        elif c.scheme == "rope":
-            self.shared = RotaryEmbedding(
-                c.head_dim,
-                base=c.rope_base,
-                max_positions=c.max_positions,
-                scaling=c.rope_scaling,
-            )
-        elif c.scheme == "alibi":
-            self.shared = ALiBiBias(c.num_heads)
-        elif c.scheme == "t5":
-            # T5 computes its bias once and reuses it in every layer
-            self.shared = T5RelativeBias(
-                c.num_heads,
-                bidirectional=False,
-                num_buckets=c.t5_buckets,
-                max_distance=c.t5_max_distance,
-            )
+        self.spec = registered(config.scheme)
+        self.shared: nn.Module | None = self.spec.shared(config)
 
     def input_table(self) -> nn.Module | None:
         """The absolute table added once to the embeddings, or None."""
-        c = self.config
-        if c.scheme in ABSOLUTE_SCHEMES and c.absolute == "input":
+        if self.spec.absolute and self.config.absolute == "input":
             return self.shared
         return None
 
     def layer_scheme(self) -> PositionScheme:
-        c = self.config
-        if c.scheme in ABSOLUTE_SCHEMES:
-            if c.absolute == "input":
+        if self.spec.absolute:
+            if self.config.absolute == "input":
                 return NoPositionScheme()
             return AbsoluteScheme(self.shared)
-        if c.scheme == "rope":
-            return RotaryScheme(self.shared)
-        if c.scheme == "alibi":
-            return ALiBiScheme(self.shared)
-        if c.scheme == "t5":
-            return T5BiasScheme(self.shared)
-        if c.scheme == "shaw":
-            return ShawScheme(ShawRelativePosition(c.max_relative_position, c.head_dim))
-        if c.scheme == "cope":
-            return CoPEScheme(ContextualPositionBias(c.cope_positions, c.head_dim))
-        return NoPositionScheme()
+        return self.spec.layer(self.config, self.shared)
 
 
 class _Block(nn.Module):
@@ -218,8 +171,8 @@ class ByteTransformer(nn.Module):
         # Vaswani et al. (section 3.4) multiply the embeddings by sqrt(d_model)
         # before adding the sinusoidal table, whose entries are of size 1;
         # without it the table drowns the tokens (chapter 2)
-        sinusoidal = config.scheme == "sinusoidal"
-        self.embed_scale = config.d_model**0.5 if sinusoidal else 1.0
+        scaled = factory.spec.scale_embeddings
+        self.embed_scale = config.d_model**0.5 if scaled else 1.0
         self.blocks = nn.ModuleList(
             _Block(config, factory.layer_scheme()) for _ in range(config.num_layers)
         )
@@ -239,11 +192,12 @@ class ByteTransformer(nn.Module):
     def check_length(self, seq_len: int) -> None:
         """Raise ``ValueError`` if this model cannot read ``seq_len`` bytes."""
         c = self.config
-        if c.scheme == "learned" and seq_len > c.max_positions:
+        longest = registered(c.scheme).max_length(c)
+        if longest is not None and seq_len > longest:
             raise ValueError(
-                f"a learned position table of {c.max_positions} rows cannot encode "
+                f"a {c.scheme} position table of {longest} rows cannot encode "
                 f"{seq_len} positions; it has no row past position "
-                f"{c.max_positions - 1} (use a scheme that extrapolates, or a "
+                f"{longest - 1} (use a scheme that extrapolates, or a "
                 "sequence of at most max_positions bytes)"
             )
 
