@@ -226,12 +226,14 @@ class ByteTransformer(nn.Module):
         c = self.config
         if c.scheme != "rope":
             raise ValueError(f"set_rope_scaling needs a RoPE model, not {c.scheme!r}")
-        device = self.embed.weight.device
-        rotary = RotaryEmbedding(
-            c.head_dim, base=c.rope_base, max_positions=c.max_positions, scaling=scaling
-        ).to(device)
-        for block in self.blocks:
-            block.attention.scheme.encoding = rotary
+        self._share_rotary(
+            RotaryEmbedding(
+                c.head_dim,
+                base=c.rope_base,
+                max_positions=c.max_positions,
+                scaling=scaling,
+            )
+        )
         self.config = replace(c, rope_scaling=scaling)
 
     def extend_learned_table(self, max_positions: int) -> None:
@@ -266,15 +268,21 @@ class ByteTransformer(nn.Module):
             raise ValueError(
                 f"set_rope_frequencies needs a RoPE model, not {c.scheme!r}"
             )
-        rotary = RotaryEmbedding(
-            c.head_dim,
-            base=c.rope_base,
-            max_positions=c.max_positions,
-            frequencies=frequencies,
-        ).to(self.embed.weight.device)
+        self._share_rotary(
+            RotaryEmbedding(
+                c.head_dim,
+                base=c.rope_base,
+                max_positions=c.max_positions,
+                frequencies=frequencies,
+            )
+        )
+        self.config = replace(c, rope_scaling=None)
+
+    def _share_rotary(self, rotary: RotaryEmbedding) -> None:
+        """Give every layer's ``RotaryScheme`` this one embedding, on the model's device."""
+        rotary = rotary.to(self.embed.weight.device)
         for block in self.blocks:
             block.attention.scheme.encoding = rotary
-        self.config = replace(c, rope_scaling=None)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
