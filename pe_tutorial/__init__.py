@@ -17,6 +17,8 @@ holds one idea:
                    knows no encoding
 - ``equivariance`` why attention needs positions (chapter 1)
 - ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)
+- ``attention_inputs`` the checks of attention's inputs that every kernel shares
+- ``flex``         FlexAttention's plumbing: block masks, compile checks, the flex path
 - ``devices``      the device to run on (``"auto"`` checked) and waiting for a GPU
 - ``bench``        interleaved timing against a copy of the same bytes, the printed table
 - ``benchmarks``   the timing suites (one per chapter, ``rope``, ``attention_bias``), their

@@ -242,12 +242,20 @@ def test_layer_rejects_input_of_the_wrong_width():
         layer(torch.zeros(1, 3, 8))
 
 
-def test_attention_module_imports_no_encoding():
-    """attention.py depends on torch, positions, the scheme base class and devices only."""
-    source = Path(__file__).resolve().parent.parent / "pe_tutorial" / "attention.py"
-    imported = set()
-    for node in ast.walk(ast.parse(source.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            imported.add(node.module)
-    allowed = {"_validation", "devices", "positions", "position_scheme"}
-    assert imported <= allowed, imported
+def test_attention_modules_import_no_encoding():
+    """attention.py, flex.py and attention_inputs.py import no encoding module."""
+    allowed = {
+        "_validation",
+        "attention_inputs",
+        "devices",
+        "flex",
+        "positions",
+        "position_scheme",
+    }
+    package = Path(__file__).resolve().parent.parent / "pe_tutorial"
+    for name in ("attention.py", "flex.py", "attention_inputs.py"):
+        imported = set()
+        for node in ast.walk(ast.parse((package / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                imported.add(node.module)
+        assert imported <= allowed, (name, imported)

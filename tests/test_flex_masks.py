@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from pe_tutorial import attention
+from pe_tutorial import attention, flex
 from pe_tutorial.alibi import ALiBiBias
 from pe_tutorial.attention import (
     attend,
@@ -298,10 +298,10 @@ def test_flex_block_mask_rejects_bad_masks_and_sizes():
 
 def test_compile_says_why_it_cannot_run(monkeypatch):
     q, k, v = qkv(4, 4)
-    monkeypatch.setattr(attention, "_compile_problem", lambda device: "no compiler")
+    monkeypatch.setattr(flex, "_compile_problem", lambda device: "no compiler")
     with pytest.raises(ValueError, match="cannot run on cpu: no compiler; use"):
         attend(q, k, v, kernel="flex", compile=True)
-    monkeypatch.setattr(attention, "_compile_problem", lambda device: None)
+    monkeypatch.setattr(flex, "_compile_problem", lambda device: None)
     q.requires_grad_(True)
     with pytest.raises(ValueError, match="has no backward pass"):
         attend(q, k, v, kernel="flex", compile=True)
@@ -315,7 +315,7 @@ def test_a_failed_compile_names_the_way_out(monkeypatch):
     def broken(*args, **kwargs):
         raise BackendCompilerFailed(broken, RuntimeError("no kernel"), None)
 
-    monkeypatch.setattr(attention, "_compile_problem", lambda device: None)
-    monkeypatch.setattr(attention, "_compiled_flex_attention", lambda: broken)
+    monkeypatch.setattr(flex, "_compile_problem", lambda device: None)
+    monkeypatch.setattr(flex, "_compiled_flex_attention", lambda: broken)
     with torch.no_grad(), pytest.raises(RuntimeError, match="use compile=False"):
         attend(*qkv(4, 4), kernel="flex", compile=True)
