@@ -6,6 +6,7 @@ holds one idea:
 
 - ``absolute``     integer, binary, sinusoidal and learned tables (chapters 2-4)
 - ``symbolic``     sympy derivations: the shift matrix, RoPE's relative property (chapters 5-6)
+- ``rope_core``    the production RoPE rotation that every fast path shares (checks, cos/sin)
 - ``rope``         rotary position embedding, both pairings, partial and n-D (chapter 6)
 - ``alibi``        ALiBi slopes and biases (chapter 7)
 - ``relative``     Shaw clipped embeddings (keys and values), T5 buckets, contextual positions (chapter 8)

@@ -38,17 +38,13 @@ from collections.abc import Callable, Iterator
 import torch
 
 from ._validation import require_even, require_integer_tensor, require_positive_int
-from .rope import (
+from .rope_core import (
     Pairing,
-    _broadcasts_to,
-    _check_pairing,
-    _check_rotary_dim,
-    _check_x,
-    _cos_sin,
-    _pair_views,
-    _resolve_positions,
-    _rotate,
-    _rotate_into,
+    angles_cos_sin,
+    pair_views,
+    prepare_qk,
+    rotate,
+    rotate_into,
 )
 
 __all__ = [
@@ -83,232 +79,9 @@ def rope_cos_sin(
     require_even(
         rotary_dim, "rotary_dim", "for RoPE (each frequency rotates a pair of channels)"
     )
-    return _cos_sin(positions, rotary_dim, base)
+    return angles_cos_sin(positions, rotary_dim, base)
 
 
-# ---------------------------------------------------------------------------
-# argument checks shared with rope_triton
-# ---------------------------------------------------------------------------
-
-
-def _check_cos_sin(
-    cos_sin, q: torch.Tensor, k: torch.Tensor, rotary_dim: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Check a precomputed (cos, sin) against q and k; return them in float32."""
-    if not (
-        isinstance(cos_sin, tuple | list)
-        and len(cos_sin) == 2
-        and all(isinstance(t, torch.Tensor) for t in cos_sin)
-    ):
-        raise ValueError(
-            "cos_sin must be a pair of tensors (cos, sin), as rope_cos_sin returns, "
-            f"got {type(cos_sin).__name__}"
-        )
-    cos, sin = cos_sin
-    if not (cos.is_floating_point() and sin.is_floating_point()):
-        raise ValueError(
-            f"cos and sin must be floating-point, got {cos.dtype} and {sin.dtype}"
-        )
-    if cos.shape != sin.shape or cos.ndim == 0 or cos.shape[-1] != rotary_dim // 2:
-        raise ValueError(
-            f"cos and sin must both have shape (..., seq, rotary_dim / 2 = "
-            f"{rotary_dim // 2}), got {tuple(cos.shape)} and {tuple(sin.shape)}; "
-            "build them with rope_cos_sin(positions, rotary_dim)"
-        )
-    for name, x in (("q", q), ("k", k)):
-        if not _broadcasts_to(tuple(cos.shape[:-1]), tuple(x.shape[:-1])):
-            raise ValueError(
-                f"cos and sin of shape {tuple(cos.shape)} do not broadcast to "
-                f"{name}'s (..., seq) = {tuple(x.shape[:-1])}"
-            )
-    if cos.device != q.device or sin.device != q.device:
-        raise ValueError(
-            f"cos and sin are on {cos.device} and {sin.device} but q is on "
-            f"{q.device}; compute them where q and k are"
-        )
-    return cos.to(torch.float32), sin.to(torch.float32)
-
-
-class _TooHard(Exception):
-    pass
-
-
-def _offsets_meet(terms: list[tuple[int, int]], target: int, budget: int) -> bool:
-    """Whether ``sum_t c_t n_t == target`` for some integers ``0 <= n_t <= m_t``.
-
-    ``terms`` holds the pairs ``(c_t, m_t)``. A depth-first search over the
-    largest coefficients first, cut wherever the rest cannot reach the target;
-    raises ``_TooHard`` after ``budget`` steps.
-    """
-    terms = sorted(terms, key=lambda term: -abs(term[0]))
-    low, high = [0] * (len(terms) + 1), [0] * (len(terms) + 1)
-    for i in range(len(terms) - 1, -1, -1):
-        c, m = terms[i]
-        low[i] = low[i + 1] + min(0, c * m)
-        high[i] = high[i + 1] + max(0, c * m)
-    steps = 0
-
-    def search(i: int, rest: int) -> bool:
-        nonlocal steps
-        steps += 1
-        if steps > budget:
-            raise _TooHard
-        if i == len(terms):
-            return rest == 0
-        c, m = terms[i]
-        # the remaining terms must cover rest - c n, within [low[i+1], high[i+1]]
-        lo, hi = rest - high[i + 1], rest - low[i + 1]
-        if c > 0:
-            first, last = -(-lo // c), hi // c
-        else:
-            first, last = -(-hi // c), lo // c
-        return any(
-            search(i + 1, rest - c * n) for n in range(max(first, 0), min(last, m) + 1)
-        )
-
-    return search(0, target)
-
-
-def _tensors_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether some element of ``a`` and some element of ``b`` share memory.
-
-    Exact for the usual layouts (separate tensors, q and k split out of one
-    fused qkv projection); True when it cannot tell.
-    """
-    if a.numel() == 0 or b.numel() == 0:
-        return False
-    if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
-        return False
-    spans = []
-    for x in (a, b):
-        start = x.storage_offset() * x.element_size()
-        extent = sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
-        spans.append((start, start + (extent + 1) * x.element_size()))
-    (a_start, a_end), (b_start, b_end) = spans
-    if a_end <= b_start or b_end <= a_start:
-        return False
-    if a.dtype != b.dtype:
-        return True
-    terms = [(s, n - 1) for n, s in zip(a.shape, a.stride()) if n > 1]
-    terms += [(-s, n - 1) for n, s in zip(b.shape, b.stride()) if n > 1]
-    try:
-        return _offsets_meet(terms, b.storage_offset() - a.storage_offset(), 100_000)
-    except _TooHard:
-        return True
-
-
-def _check_inplace(q: torch.Tensor, k: torch.Tensor) -> None:
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
-        raise ValueError(
-            "inplace=True overwrites q and k, which autograd needs for the "
-            "backward pass; use inplace=False when they require grad (or run "
-            "under torch.no_grad() for inference)"
-        )
-    for name, x in (("q", q), ("k", k)):
-        if any(n > 1 and s == 0 for n, s in zip(x.shape, x.stride())):
-            raise ValueError(
-                f"{name} has elements that share memory (an expanded tensor?), so it "
-                f"cannot be rotated in place; use inplace=False or {name}.contiguous()"
-            )
-    if _tensors_overlap(q, k):
-        raise ValueError(
-            "q and k share memory (the same tensor, or views that overlap), so "
-            "rotating them in place would rotate some elements twice; use "
-            "inplace=False, or pass non-overlapping views such as the q and k "
-            "slices of a fused qkv projection"
-        )
-
-
-def _prepare(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    positions: torch.Tensor | None,
-    *,
-    base: float,
-    pairing: str,
-    rotary_dim: int | None,
-    cos_sin,
-    inplace: bool,
-    out=None,
-) -> tuple[str, int, torch.Tensor, torch.Tensor]:
-    """Check the arguments of a q/k rotation; return pairing, rotary_dim, cos, sin."""
-    _check_x(q, "q")
-    _check_x(k, "k")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same head_dim, got {q.shape[-1]} and "
-            f"{k.shape[-1]}; RoPE turns a head's queries and keys pair by pair"
-        )
-    if q.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"q and k must have the same seq length, got {q.shape[-2]} and "
-            f"{k.shape[-2]}; when decoding with a KV cache, rotate the new keys "
-            "with the new queries (same positions) and append them to the cache"
-        )
-    if q.device != k.device:
-        raise ValueError(f"q is on {q.device} but k is on {k.device}")
-    if not isinstance(inplace, bool):
-        raise ValueError(f"inplace must be True or False, got {inplace!r}")
-    pairing = _check_pairing(pairing)
-    rotary_dim = _check_rotary_dim(q.shape[-1], rotary_dim)
-    if cos_sin is None:
-        positions_q = _resolve_positions(positions, q, "q")
-        _resolve_positions(positions, k, "k")
-        cos, sin = _cos_sin(positions_q, rotary_dim, base)
-    elif positions is not None:
-        raise ValueError(
-            "give positions or cos_sin, not both: cos_sin already holds the "
-            "angles of the positions"
-        )
-    else:
-        cos, sin = _check_cos_sin(cos_sin, q, k, rotary_dim)
-    if inplace:
-        _check_inplace(q, k)
-    if out is not None:
-        if inplace:
-            raise ValueError(
-                "give inplace=True or out=, not both: in place the results go "
-                "into q and k themselves"
-            )
-        _check_out(out, q, k)
-    return pairing, rotary_dim, cos, sin
-
-
-def _check_out(out, q: torch.Tensor, k: torch.Tensor) -> None:
-    """``out`` must be two tensors like q and k that share no memory with them."""
-    if not (isinstance(out, tuple | list) and len(out) == 2):
-        raise ValueError(
-            "out must be a pair (q_out, k_out) of tensors like q and k, e.g. "
-            f"(torch.empty_like(q), torch.empty_like(k)); got {type(out).__name__}"
-        )
-    for name, target, x in (("q_out", out[0], q), ("k_out", out[1], k)):
-        like = (x.shape, x.dtype, x.device)
-        if not isinstance(target, torch.Tensor) or (
-            (target.shape, target.dtype, target.device) != like
-        ):
-            got = (
-                (tuple(target.shape), target.dtype, target.device)
-                if isinstance(target, torch.Tensor)
-                else type(target).__name__
-            )
-            raise ValueError(
-                f"{name} must have the shape, dtype and device of "
-                f"{name[0]}, {(tuple(x.shape), x.dtype, x.device)}; got {got}"
-            )
-        if torch.is_grad_enabled() and x.requires_grad:
-            raise ValueError(
-                "out= writes into given tensors, which autograd cannot follow; "
-                "use out=None when q or k require grad"
-            )
-    for a, b in ((out[0], out[1]), (out[0], q), (out[0], k), (out[1], q), (out[1], k)):
-        if _tensors_overlap(a, b):
-            raise ValueError(
-                "the out tensors share memory with q, k or each other; give "
-                "separate tensors, or use inplace=True to overwrite q and k"
-            )
-
-
-# ---------------------------------------------------------------------------
 # eager
 # ---------------------------------------------------------------------------
 
@@ -351,11 +124,11 @@ def _rotate_inplace(
     copies of both halves for other dtypes) are one slab big and the slab is
     still in cache when it is written back; on a GPU in one go (small kernels
     would cost more than the temporaries). Same arithmetic as
-    ``rope._rotate_into``.
+    ``rope_core.rotate_into``.
     """
     limit = _SLAB if x.device.type == "cpu" else max(x.numel(), 1)
     for part, c, s in _slabs(x, cos, sin, limit):
-        x1, x2 = _pair_views(part, pairing, rotary_dim)
+        x1, x2 = pair_views(part, pairing, rotary_dim)
         if x.dtype == torch.float32:
             a = x1.clone()
             x1.mul_(c).addcmul_(x2, s, value=-1)  # x_a cos - x_b sin
@@ -403,7 +176,7 @@ def apply_rope_qk(
     Returns ``(q_rot, k_rot)``, equal to ``apply_rope(q, ...)`` and
     ``apply_rope(k, ...)``, in the dtypes of q and k.
     """
-    pairing, rotary_dim, cos, sin = _prepare(
+    pairing, rotary_dim, cos, sin = prepare_qk(
         q,
         k,
         positions,
@@ -420,13 +193,13 @@ def apply_rope_qk(
         return q, k
     if out is not None:
         for x, target in zip((q, k), out):
-            _rotate_into(target, x, cos, sin, pairing, rotary_dim)
+            rotate_into(target, x, cos, sin, pairing, rotary_dim)
             if rotary_dim < x.shape[-1]:
                 target[..., rotary_dim:].copy_(x[..., rotary_dim:])
         return out[0], out[1]
     return (
-        _rotate(q, cos, sin, pairing, rotary_dim),
-        _rotate(k, cos, sin, pairing, rotary_dim),
+        rotate(q, cos, sin, pairing, rotary_dim),
+        rotate(k, cos, sin, pairing, rotary_dim),
     )
 
 
@@ -436,10 +209,10 @@ def apply_rope_qk(
 
 
 def _rotate_qk(q, k, cos, sin, pairing: str, rotary_dim: int):
-    # traced by torch.compile, where _rotate takes its out-of-place branch
+    # traced by torch.compile, where rotate takes its out-of-place branch
     return (
-        _rotate(q, cos, sin, pairing, rotary_dim),
-        _rotate(k, cos, sin, pairing, rotary_dim),
+        rotate(q, cos, sin, pairing, rotary_dim),
+        rotate(k, cos, sin, pairing, rotary_dim),
     )
 
 
@@ -447,8 +220,8 @@ def _rotate_qk_into(q, k, cos, sin, pairing: str, rotary_dim: int, q_out, k_out)
     # each half of the pairs assigned to its own slice of the output, so that
     # inductor stores straight into q_out and k_out in one pass (no cat buffer)
     for x, out in ((q, q_out), (k, k_out)):
-        x1, x2 = _pair_views(x, pairing, rotary_dim)
-        y1, y2 = _pair_views(out, pairing, rotary_dim)
+        x1, x2 = pair_views(x, pairing, rotary_dim)
+        y1, y2 = pair_views(out, pairing, rotary_dim)
         x1, x2 = x1.to(torch.float32), x2.to(torch.float32)
         y1.copy_(x1 * cos - x2 * sin)
         y2.copy_(x2 * cos + x1 * sin)
@@ -459,9 +232,7 @@ def _rotate_qk_into(q, k, cos, sin, pairing: str, rotary_dim: int, q_out, k_out)
 
 def _rotate_qk_inplace(q, k, cos, sin, pairing: str, rotary_dim: int):
     for x in (q, k):
-        x[..., :rotary_dim] = _rotate(
-            x[..., :rotary_dim], cos, sin, pairing, rotary_dim
-        )
+        x[..., :rotary_dim] = rotate(x[..., :rotary_dim], cos, sin, pairing, rotary_dim)
     return q, k
 
 
@@ -514,7 +285,7 @@ def compiled_apply_rope_qk(
     Raises ``RuntimeError`` naming the cause when torch.compile cannot build
     the kernel here; ``apply_rope_qk`` computes the same thing eagerly.
     """
-    pairing, rotary_dim, cos, sin = _prepare(
+    pairing, rotary_dim, cos, sin = prepare_qk(
         q,
         k,
         positions,

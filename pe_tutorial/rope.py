@@ -30,18 +30,27 @@ dtype of ``x``; results come back in ``x``'s dtype.
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
 import torch
 from torch import nn
 
 from ._validation import (
-    require_even,
     require_integer_tensor,
     require_positive_float,
     require_positive_int,
 )
-from .absolute import sinusoidal_frequencies
+from .rope_core import (
+    Pairing,
+    angles_cos_sin,
+    cacheable,
+    check_pairing,
+    check_rotary_dim,
+    check_x,
+    resolve_positions,
+    rope_angles,
+    rope_frequencies,
+    rotate,
+)
 from .rope_scaling import RopeScaling
 
 __all__ = [
@@ -59,221 +68,6 @@ __all__ = [
     "apply_rope_nd",
     "rope_decay_curve",
 ]
-
-Pairing = Literal["half", "interleaved"]  # (i, i + D/2) vs (2i, 2i + 1)
-PAIRINGS: tuple[str, ...] = ("half", "interleaved")
-
-
-# ---------------------------------------------------------------------------
-# argument checks
-# ---------------------------------------------------------------------------
-
-
-def _check_pairing(pairing: str) -> str:
-    if pairing not in PAIRINGS:
-        raise ValueError(
-            f"pairing must be 'half' (pairs (i, i + D/2), GPT-NeoX / Hugging Face LLaMA) or "
-            f"'interleaved' (pairs (2i, 2i + 1), GPT-J / Meta LLaMA), got {pairing!r}"
-        )
-    return pairing
-
-
-def _check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
-    """Return the number of rotated channels: ``rotary_dim``, or all of ``head_dim`` when None."""
-    require_positive_int(head_dim, "head_dim")
-    require_even(
-        head_dim, "head_dim", "for RoPE (each frequency rotates a pair of channels)"
-    )
-    if rotary_dim is None:
-        return head_dim
-    require_positive_int(rotary_dim, "rotary_dim")
-    require_even(
-        rotary_dim, "rotary_dim", "for RoPE (each frequency rotates a pair of channels)"
-    )
-    if rotary_dim > head_dim:
-        raise ValueError(
-            f"rotary_dim={rotary_dim} is larger than head_dim={head_dim}; "
-            "rotary_dim counts the rotated channels of one head, so use rotary_dim <= head_dim"
-        )
-    return rotary_dim
-
-
-def _check_x(x: torch.Tensor, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor) or x.ndim < 2:
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(
-            f"{name} must be a tensor of shape (..., seq, head_dim), got {shape}"
-        )
-    if not x.is_floating_point():
-        raise ValueError(
-            f"{name} must be a floating-point tensor (queries or keys), "
-            f"got dtype {x.dtype}"
-        )
-
-
-def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    """Whether ``shape`` broadcasts to exactly ``target`` (cheaper than torch's)."""
-    if len(shape) > len(target):
-        return False
-    return all(s in (1, t) for s, t in zip(reversed(shape), reversed(target)))
-
-
-def _resolve_positions(
-    positions: torch.Tensor | None, x: torch.Tensor, name: str = "x"
-) -> torch.Tensor:
-    """Default ``arange(seq)``; otherwise check that integer ``positions`` broadcast to ``x.shape[:-1]``."""
-    target = tuple(x.shape[:-1])  # (..., T)
-    if positions is None:
-        return torch.arange(x.shape[-2], device=x.device)
-    require_integer_tensor(positions)
-    if not _broadcasts_to(tuple(positions.shape), target):
-        raise ValueError(
-            f"positions of shape {tuple(positions.shape)} do not broadcast to "
-            f"{name}'s (..., seq) = {target}; "
-            "give one position per token, e.g. torch.arange(seq_len) + offset, or (batch, 1, seq_len) "
-            f"per-row positions for {name} of shape (batch, heads, seq_len, head_dim)"
-        )
-    return positions.to(x.device)
-
-
-# ---------------------------------------------------------------------------
-# frequencies and angles
-# ---------------------------------------------------------------------------
-
-
-def rope_frequencies(head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
-    """RoPE frequencies ``theta_i = base ** (-2i / head_dim)`` for ``i < head_dim / 2``, float32 (chapter 6).
-
-    These are exactly the frequencies of the sinusoidal table of chapter 4
-    (``sinusoidal_frequencies``): RoPE rotates by the same angles that the
-    sinusoidal encoding writes down. ``head_dim=8, base=10000`` gives
-    ``[1, 0.1, 0.01, 0.001]``.
-    """
-    _check_rotary_dim(head_dim, None)
-    require_positive_float(base, "base")
-    return sinusoidal_frequencies(head_dim, base=base)
-
-
-def rope_angles(
-    positions: torch.Tensor, head_dim: int, *, base: float = 10000.0
-) -> torch.Tensor:
-    """Rotation angles ``positions[..., None] * theta``, float32, shape ``positions.shape + (head_dim/2,)``.
-
-    ``positions`` are integers, cast to float32 here (exact below 2**24); the
-    product is formed in float32 whatever dtype the queries have.
-    """
-    require_integer_tensor(positions)
-    inv_freq = _frequencies_on(head_dim, base, positions.device)
-    # angle_{m,i} = m * theta_i; the integer positions are promoted to float32
-    return positions.unsqueeze(-1) * inv_freq  # (..., T, D/2)
-
-
-@functools.lru_cache(maxsize=64)
-def _cached_frequencies(
-    head_dim: int, base: float, device: torch.device
-) -> torch.Tensor:
-    return rope_frequencies(head_dim, base=base).to(device)
-
-
-def _cacheable(base) -> bool:
-    """Whether a table for ``base`` may be kept: a plain number, and not while tracing."""
-    return type(base) in (int, float) and not torch.compiler.is_compiling()
-
-
-def _frequencies_on(head_dim: int, base: float, device: torch.device) -> torch.Tensor:
-    """``rope_frequencies`` on ``device``, cached per (head_dim, base, device).
-
-    Rebuilding the frequencies (a pow and two casts) on every call costs more
-    than the rotation itself for a handful of tokens. Unhashable or odd
-    arguments, and tracing under torch.compile, skip the cache.
-    """
-    if type(head_dim) is int and _cacheable(base):
-        return _cached_frequencies(head_dim, base, device)
-    return rope_frequencies(head_dim, base=base).to(device)
-
-
-def _cos_sin(
-    positions: torch.Tensor, rotary_dim: int, base: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of ``rope_angles``, float32, ``positions.shape + (R/2,)``."""
-    angles = rope_angles(positions, rotary_dim, base=base)
-    return angles.cos(), angles.sin()
-
-
-# ---------------------------------------------------------------------------
-# the vectorised rotation
-# ---------------------------------------------------------------------------
-
-
-def _pair_views(
-    x: torch.Tensor, pairing: str, rotary_dim: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Views of the channels ``a_i`` and ``b_i`` of the pairs, ``(..., T, R/2)``."""
-    if pairing == "half":
-        half = rotary_dim // 2
-        return x[..., :half], x[..., half:rotary_dim]
-    return x[..., 0:rotary_dim:2], x[..., 1:rotary_dim:2]
-
-
-def _rotate_into(
-    out: torch.Tensor,
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    pairing: str,
-    rotary_dim: int,
-) -> None:
-    """Write the first ``rotary_dim`` channels of ``x``, rotated, into ``out``.
-
-    No autograd; ``out`` must not overlap ``x``. Four kernels and no
-    temporaries when both are float32; otherwise the pairs are cast to
-    float32 first.
-    """
-    x1, x2 = _pair_views(x, pairing, rotary_dim)
-    o1, o2 = _pair_views(out, pairing, rotary_dim)
-    if x.dtype == torch.float32 and out.dtype == torch.float32:
-        # (y_a, y_b) = (x_a cos - x_b sin, x_b cos + x_a sin)
-        torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=-1)
-        torch.mul(x2, cos, out=o2).addcmul_(x1, sin)
-        return
-    a, b = x1.to(torch.float32), x2.to(torch.float32)
-    o1.copy_((a * cos).addcmul_(b, sin, value=-1))
-    o2.copy_((b * cos).addcmul_(a, sin))
-
-
-def _rotate(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
-) -> torch.Tensor:
-    """Rotate the first ``rotary_dim`` channels of ``x``; cos, sin ``(..., T, R/2)``."""
-    needs_graph = torch.is_grad_enabled() and (
-        x.requires_grad or cos.requires_grad or sin.requires_grad
-    )
-    # torch.compile and torch.func (vmap, grad) need ops without out=
-    transformed = (
-        torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
-    )
-    if not needs_graph and not transformed:
-        # written straight into the result: no float32 copy, no concatenation
-        out = torch.empty_like(x)
-        _rotate_into(out, x, cos, sin, pairing, rotary_dim)
-        if rotary_dim < x.shape[-1]:
-            # partial rotary: the rest passes through
-            out[..., rotary_dim:].copy_(x[..., rotary_dim:])
-        return out
-    # the same arithmetic with out-of-place ops, which autograd and tracing follow
-    x1, x2 = _pair_views(x.to(torch.float32), pairing, rotary_dim)
-    y1 = (x1 * cos).addcmul(x2, sin, value=-1)
-    y2 = (x2 * cos).addcmul(x1, sin)
-    if pairing == "half":
-        rotated = torch.cat((y1, y2), dim=-1)  # (..., T, R)
-    else:
-        # (..., T, R/2, 2) -> (..., T, R)
-        rotated = torch.stack((y1, y2), dim=-1).flatten(-2)
-    rotated = rotated.to(x.dtype)
-    if rotary_dim == x.shape[-1]:
-        return rotated
-    # partial rotary: the rest passes through
-    return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
 
 
 def apply_rope(
@@ -307,18 +101,18 @@ def apply_rope(
     rotation are computed in float32. ``fused_rope.apply_rope_qk`` rotates
     queries and keys together, in place or compiled (chapter 10).
     """
-    _check_x(x)
-    pairing = _check_pairing(pairing)
-    rotary_dim = _check_rotary_dim(x.shape[-1], rotary_dim)
+    check_x(x)
+    pairing = check_pairing(pairing)
+    rotary_dim = check_rotary_dim(x.shape[-1], rotary_dim)
     # tables up to 4 MiB each (32 kept); past that, computing them is amortised
     small = x.shape[-2] * rotary_dim <= 2**20
-    if positions is None and small and _cacheable(base):
+    if positions is None and small and cacheable(base):
         # 0 .. seq - 1: the same table for every call of this size
         cos, sin = _arange_cos_sin(x.shape[-2], rotary_dim, base, x.device)
     else:
-        positions = _resolve_positions(positions, x)
-        cos, sin = _cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
-    return _rotate(x, cos, sin, pairing, rotary_dim)
+        positions = resolve_positions(positions, x)
+        cos, sin = angles_cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
+    return rotate(x, cos, sin, pairing, rotary_dim)
 
 
 @functools.lru_cache(maxsize=32)
@@ -327,7 +121,7 @@ def _arange_cos_sin(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of positions ``0 .. seq_len - 1``, kept for the next call."""
     positions = torch.arange(seq_len, device=device)
-    return _cos_sin(positions, rotary_dim, base)
+    return angles_cos_sin(positions, rotary_dim, base)
 
 
 # ---------------------------------------------------------------------------
@@ -358,8 +152,8 @@ def rope_matrix(
     placed at rows and columns ``(a_i, b_i)``; channels past ``rotary_dim`` get
     the identity. ``apply_rope(x)[t] == R_{m_t} @ x[t]``. float32.
     """
-    pairing = _check_pairing(pairing)
-    rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+    pairing = check_pairing(pairing)
+    rotary_dim = check_rotary_dim(head_dim, rotary_dim)
     angles = rope_angles(positions, rotary_dim, base=base)  # (..., R/2)
     cos, sin = angles.cos(), angles.sin()
     matrix = torch.eye(head_dim, dtype=torch.float32, device=angles.device)
@@ -385,8 +179,8 @@ def apply_rope_matrix(
     ``D x D`` product per token, mostly multiplying zeros); the book times it
     against the vectorised version (chapter 6). Returns a tensor like ``x``.
     """
-    _check_x(x)
-    positions = _resolve_positions(positions, x)
+    check_x(x)
+    positions = resolve_positions(positions, x)
     # (..., T, D, D)
     matrices = rope_matrix(positions, x.shape[-1], base=base, pairing=pairing)
     y = (matrices @ x.to(torch.float32)[..., None]).squeeze(-1)  # (..., T, D)
@@ -408,10 +202,10 @@ def apply_rope_complex(
     ``"interleaved"``, the layout ``torch.view_as_complex`` reads without a
     copy. Returns a tensor like ``x``.
     """
-    _check_x(x)
-    pairing = _check_pairing(pairing)
-    head_dim = _check_rotary_dim(x.shape[-1], None)
-    positions = _resolve_positions(positions, x)
+    check_x(x)
+    pairing = check_pairing(pairing)
+    head_dim = check_rotary_dim(x.shape[-1], None)
+    positions = resolve_positions(positions, x)
     angles = rope_angles(positions, head_dim, base=base)  # (..., T, D/2)
     # e^{i m theta_i}
     phase = torch.polar(torch.ones_like(angles), angles)  # complex64, (..., T, D/2)
@@ -444,9 +238,9 @@ def pairing_permutation(
     apply_rope(x, pairing=source)[..., perm]``. Channels past ``rotary_dim``
     stay where they are. Returns a LongTensor of shape ``(head_dim,)``.
     """
-    _check_pairing(source)
-    _check_pairing(target)
-    rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+    check_pairing(source)
+    check_pairing(target)
+    rotary_dim = check_rotary_dim(head_dim, rotary_dim)
     rest = torch.arange(rotary_dim, head_dim)
     if source == target:
         return torch.arange(head_dim)
@@ -537,7 +331,7 @@ class RotaryEmbedding(nn.Module):
         frequencies: torch.Tensor | None = None,
     ):
         super().__init__()
-        self.rotary_dim = _check_rotary_dim(head_dim, rotary_dim)
+        self.rotary_dim = check_rotary_dim(head_dim, rotary_dim)
         if frequencies is not None:
             if scaling is not None:
                 raise ValueError("give frequencies or a scaling, not both")
@@ -550,7 +344,7 @@ class RotaryEmbedding(nn.Module):
         self.explicit_frequencies = frequencies
         self.head_dim = head_dim
         self.base = require_positive_float(base, "base")
-        self.pairing = _check_pairing(pairing)
+        self.pairing = check_pairing(pairing)
         if scaling is not None and not isinstance(scaling, RopeScaling):
             raise ValueError(
                 f"scaling must be a RopeScaling or None, got {type(scaling).__name__}; "
@@ -659,15 +453,15 @@ class RotaryEmbedding(nn.Module):
     def forward(
         self, x: torch.Tensor, positions: torch.Tensor | None = None
     ) -> torch.Tensor:
-        _check_x(x)
+        check_x(x)
         if x.shape[-1] != self.head_dim:
             raise ValueError(
                 f"x has head_dim {x.shape[-1]} but this RotaryEmbedding was built for {self.head_dim}"
             )
         self._check_device(x, "the inputs")
-        positions = _resolve_positions(positions, x)
+        positions = resolve_positions(positions, x)
         cos, sin = self.cos_sin(positions)  # (..., T, R/2)
-        return _rotate(x, cos, sin, self.pairing, self.rotary_dim)
+        return rotate(x, cos, sin, self.pairing, self.rotary_dim)
 
     def extra_repr(self) -> str:
         return (
@@ -718,7 +512,7 @@ def apply_rope_nd(
     tokens then depends only on their offset along every axis.
     ``head_dim`` must be divisible by ``2 * n_axes``. Returns a tensor like ``x``.
     """
-    _check_x(x)
+    check_x(x)
     require_integer_tensor(positions)
     if positions.ndim < 2:
         raise ValueError(
@@ -759,7 +553,7 @@ def rope_decay_curve(
     (Su et al., 2021, section 3.4.3; ``symbolic.rope_decay_bound`` is the same
     expression in sympy). Computed in float64; shape ``distances.shape``.
     """
-    _check_rotary_dim(head_dim, None)
+    check_rotary_dim(head_dim, None)
     base = require_positive_float(base, "base")
     # theta_i = base^(-2i/D), here in float64: this curve is analysis, not a model's forward pass
     # (D/2,)

@@ -35,8 +35,8 @@ import os
 
 import torch
 
-from .fused_rope import _prepare
 from .rope import Pairing
+from .rope_core import prepare_qk
 
 __all__ = ["triton_status", "apply_rope_qk_triton"]
 
@@ -220,7 +220,7 @@ def apply_rope_qk_triton(
         ready, why = triton_status(q.device)
         if not ready:
             raise RuntimeError(f"the Triton RoPE kernel cannot run: {why}")
-    pairing, rotary_dim, cos, sin = _prepare(
+    pairing, rotary_dim, cos, sin = prepare_qk(
         q,
         k,
         positions,

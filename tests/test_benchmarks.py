@@ -85,14 +85,14 @@ def test_gpu_sizes_fit_a_t4(monkeypatch):
         total_memory = 15 * 2**30
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props)
-    from pe_tutorial.benchmarks.chapters import _attention_shape
+    from pe_tutorial.benchmarks.chapters import attention_shape
 
-    shape = _attention_shape(torch.device("cuda"), None, torch.float16)
+    shape = attention_shape(torch.device("cuda"), None, torch.float16)
     batch, heads, seq, _ = shape
     assert 3.5 * batch * heads * seq * seq * 4 <= 15 * 2**30 / 2
     assert shape == (2, 16, 4096, 64)
     Props.total_memory = 80 * 2**30
-    assert _attention_shape(torch.device("cuda"), None, torch.float16)[0] == 4
+    assert attention_shape(torch.device("cuda"), None, torch.float16)[0] == 4
 
 
 def test_results_round_trip_and_record(tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_rope import naive_rope
 
-from pe_tutorial import fused_rope
+from pe_tutorial import fused_rope, rope_core
 from pe_tutorial.fused_rope import (
     apply_rope_qk,
     compile_rope_qk,
@@ -319,7 +319,7 @@ def test_inplace_on_views_of_a_fused_qkv_projection():
 
 
 def test_overlap_check_is_exact_on_simple_layouts():
-    overlap = fused_rope._tensors_overlap
+    overlap = rope_core.tensors_overlap
     base = torch.zeros(4, 6, 8)
     assert overlap(base, base)
     assert overlap(base[:, :3], base[:, 2:])  # rows 2 shared

@@ -459,3 +459,46 @@ def test_paths_named_in_the_prose_exist(path):
     assert not missing, (
         f"{path.name} names paths that are not in the repository: {missing}"
     )
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """Package modules import each other's public names only (issue 24).
+
+    A private module (``_validation``, ``benchmarks/_core``) may be imported;
+    a name starting with ``_`` may not be imported from another module, nor
+    read as an attribute of an imported package module.
+    """
+    package = ROOT / "pe_tutorial"
+    offences = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        modules = set()  # names bound to package modules here
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                folder = path.parent
+                for _ in range(node.level - 1):
+                    folder = folder.parent
+                base = folder.joinpath(
+                    *(node.module or "").split(".") if node.module else []
+                )
+                for alias in node.names:
+                    is_module = (base / f"{alias.name}.py").exists() or (
+                        base / alias.name / "__init__.py"
+                    ).exists()
+                    if is_module:
+                        modules.add(alias.asname or alias.name)
+                    elif alias.name.startswith("_"):
+                        offences.append(
+                            f"{path.relative_to(ROOT)}: imports {alias.name}"
+                        )
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and node.attr.startswith("_")
+            ):
+                offences.append(
+                    f"{path.relative_to(ROOT)}: reads {node.value.id}.{node.attr}"
+                )
+    assert not offences, offences

@@ -248,7 +248,7 @@ def results_path(
     return folder / f"bench-{name}{device}.json"
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(text)
     os.replace(temporary, path)
@@ -258,7 +258,7 @@ def record(result: SuiteResult, directory: str | Path | None = None) -> Path:
     """Write ``result`` to ``bench-<suite>--<device>.json`` in the package (or ``directory``)."""
     path = results_path(result.suite, directory, result.environment)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
+    write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
     return path
 
 

@@ -26,7 +26,7 @@ from ..bench import Case
 from ..relative import T5RelativeBias
 from ..schemes import ALiBiScheme, T5BiasScheme
 from ._core import Plan, Suite, WrongResult, register
-from .chapters import _attention_shape
+from .chapters import attention_shape
 
 REFERENCE = "SDPA, causal mask only"
 # the issue's target, at the shape it names: Flex with ALiBi at >= 0.85x SDPA's speed
@@ -55,7 +55,7 @@ def attention_bias_suite(
     (4, 16, 4096, 64) on a GPU (batch halved until eager Flex fits half its memory)."""
     if shape is None:
         shape = (1, 8, 1024, 64) if device.type == "cpu" else None
-    batch, heads, seq, head_dim = _attention_shape(device, shape, dtype)
+    batch, heads, seq, head_dim = attention_shape(device, shape, dtype)
     q, k, v = (
         torch.randn(batch, heads, seq, head_dim, device=device, dtype=dtype)
         for _ in range(3)

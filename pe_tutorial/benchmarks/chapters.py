@@ -270,7 +270,7 @@ def rope_implementations(
     return Plan(cases, settings={"shape": list(shape)})
 
 
-def _attention_shape(device, shape, dtype):
+def attention_shape(device, shape, dtype):
     """(B, H, T, D): (1, 8, 512, 64) on the CPU; (B, 16, 4096, 64) on a GPU.
 
     B is chosen so that the eager Flex path, whose peak is about 3.3 times its
@@ -349,7 +349,7 @@ def alibi_attention(
     shape: tuple[int, int, int, int] | None = None,
 ) -> Plan:
     """Causal attention with no bias, a materialised ALiBi bias, and Flex's score_mod (chapter 7)."""
-    shape = _attention_shape(device, shape, dtype)
+    shape = attention_shape(device, shape, dtype)
     scheme = ALiBiScheme(ALiBiBias(shape[1])).to(device)
     return _bias_attention_plan(
         device, dtype, shape, {"ALiBi": scheme}, ("ALiBi", scheme)
@@ -363,7 +363,7 @@ def relative_attention(
     shape: tuple[int, int, int, int] | None = None,
 ) -> Plan:
     """Causal attention with materialised T5 and Shaw biases, and T5 through Flex (chapter 8)."""
-    shape = _attention_shape(device, shape, dtype)
+    shape = attention_shape(device, shape, dtype)
     t5 = T5BiasScheme(T5RelativeBias(shape[1], bidirectional=False)).to(device)
     shaw = ShawScheme(ShawRelativePosition(16, shape[-1])).to(device)
     return _bias_attention_plan(

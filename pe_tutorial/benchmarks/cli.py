@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         print(result.table())
         if args.json:
             path = Path(args.json)
-            _core._write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
+            _core.write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
             print(f"wrote {path}")
         if args.record:
             print(f"recorded in {_core.record(result, args.out)}")
