@@ -46,6 +46,7 @@ from .rope_core import (
     check_pairing,
     check_rotary_dim,
     check_x,
+    clear_frequency_cache,
     resolve_positions,
     rope_angles,
     rope_frequencies,
@@ -58,6 +59,7 @@ __all__ = [
     "rope_frequencies",
     "rope_angles",
     "apply_rope",
+    "clear_rope_caches",
     "rope_matrix",
     "apply_rope_matrix",
     "apply_rope_complex",
@@ -122,6 +124,19 @@ def _arange_cos_sin(
     """cos and sin of positions ``0 .. seq_len - 1``, kept for the next call."""
     positions = torch.arange(seq_len, device=device)
     return angles_cos_sin(positions, rotary_dim, base)
+
+
+def clear_rope_caches() -> None:
+    """Free the cos/sin tables and frequencies kept between calls (GPU memory too).
+
+    ``apply_rope`` keeps the tables of positions ``0 .. T - 1`` for up to 32
+    sizes (each at most 4 MiB) and the frequencies for 64 (head_dim, base,
+    device) triples, so repeated calls skip recomputing them. They live until
+    this is called or the process ends; call it after a benchmark sweep over
+    many sizes, or before measuring GPU memory.
+    """
+    _arange_cos_sin.cache_clear()
+    clear_frequency_cache()
 
 
 # ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ __all__ = [
     "rope_frequencies",
     "rope_angles",
     "cacheable",
+    "clear_frequency_cache",
     "angles_cos_sin",
     "pair_views",
     "rotate_into",
@@ -165,6 +166,11 @@ def _cached_frequencies(
     head_dim: int, base: float, device: torch.device
 ) -> torch.Tensor:
     return rope_frequencies(head_dim, base=base).to(device)
+
+
+def clear_frequency_cache() -> None:
+    """Drop the frequencies kept per (head_dim, base, device); ``rope.clear_rope_caches``."""
+    _cached_frequencies.cache_clear()
 
 
 def cacheable(base) -> bool:

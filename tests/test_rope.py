@@ -836,3 +836,17 @@ def test_default_positions_reuse_one_cos_sin_table():
         apply_rope(x, base=500.0, rotary_dim=4),
         apply_rope(x, torch.arange(7), base=500.0, rotary_dim=4),
     )
+
+
+def test_clear_rope_caches_frees_the_kept_tables():
+    from pe_tutorial import rope, rope_core
+
+    apply_rope(torch.randn(1, 1, 5, 8))
+    assert rope._arange_cos_sin.cache_info().currsize >= 1
+    assert rope_core._cached_frequencies.cache_info().currsize >= 1
+    rope.clear_rope_caches()
+    assert rope._arange_cos_sin.cache_info().currsize == 0
+    assert rope_core._cached_frequencies.cache_info().currsize == 0
+    # and the rotation is the same afterwards
+    x = torch.randn(1, 1, 5, 8)
+    assert torch.equal(apply_rope(x), apply_rope(x, torch.arange(5)))
