@@ -236,7 +236,12 @@ def position_bits_per_byte(
 
 
 def length_error(model: nn.Module, length: int) -> str | None:
-    """Why ``model`` cannot read ``length`` tokens (its ``check_length`` error), or None."""
+    """Why ``model`` cannot read ``length`` tokens (its ``check_length`` error), or None.
+
+    A model without ``check_length`` (a plain ``nn.Module``) is taken to read
+    any length: nothing is checked in advance, and an error it raises while
+    reading a length propagates, so nothing is skipped or scored wrongly.
+    """
     check = getattr(model, "check_length", None)
     try:
         if check is not None:
