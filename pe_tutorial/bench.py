@@ -479,9 +479,22 @@ def format_table(
         raise ValueError(f"reference {reference!r} is not a row; rows: {names}")
     ref = None if reference is None else timings[names.index(reference)]
     env = environment or {}
-    header = []
-    if title:
-        header.append(title)
+    header, show_dtype, show_shapes = _table_header(timings, env, title)
+    layout = _Columns.choose(timings, env.get("peak_gb_s"), ref)
+    rows = [layout.names]
+    for t in timings:
+        rows.append(layout.row(t))
+        extra = _own_settings(t, show_shapes, show_dtype)
+        if extra:
+            rows.append(["  " + "; ".join(extra)] + [""] * (len(layout.names) - 1))
+    return "\n".join([*header, *_aligned(rows), *layout.footer(timings)])
+
+
+def _table_header(
+    timings: list[Timing], env: dict, title: str
+) -> tuple[list[str], bool, bool]:
+    """The lines above the table, and whether rows must show their own dtype, shapes."""
+    header = [title] if title else []
     if env:
         where = f"{env.get('device_name', '?')} ({env.get('device', '?')}"
         where += f", {env['threads']} threads)" if env.get("threads") else ")"
@@ -491,57 +504,98 @@ def format_table(
     dtypes = {t.dtype for t in timings if not t.is_copy}
     shapes = {_shape_text(t.shapes) for t in timings if not t.is_copy}
     common = []
-    if len(dtypes) == 1 and None not in dtypes:
+    show_dtype = not (len(dtypes) == 1 and None not in dtypes)
+    if not show_dtype:
         common.append(f"dtype {dtypes.pop()}")
-        show_dtype = False
-    else:
-        show_dtype = True
     show_shapes = len(shapes) > 1
     if not show_shapes and shapes and (only := shapes.pop()):
         common.append(only)
     if common:
         header.append("; ".join(common))
-    peak = env.get("peak_gb_s")
-    columns = ["what", "median ms", "IQR ms"]
-    show_bandwidth = any(t.bytes_moved is not None for t in timings)
-    if show_bandwidth:
-        columns.append("GB/s")
-    if peak and show_bandwidth:
-        columns.append("% peak")
-    else:
-        peak = None
-    show_copy = any(t.copy_ms is not None for t in timings)
-    if show_copy:
-        columns.append("x copy")
-    if ref is not None:
-        columns.append("x ref")
-    rows = [columns]
-    for t in timings:
+    return header, show_dtype, show_shapes
+
+
+def _own_settings(t: Timing, show_shapes: bool, show_dtype: bool) -> list[str]:
+    """A row's shapes and dtype, printed under it when the rows do not share them."""
+    if t.is_copy:
+        return []
+    extra = []
+    if show_shapes and t.shapes:
+        extra.append(_shape_text(t.shapes))
+    if show_dtype and t.dtype:
+        extra.append(t.dtype)
+    return extra
+
+
+@dataclass
+class _Columns:
+    """Which columns a table has, and each row's cells in them."""
+
+    names: list[str]
+    bandwidth: bool
+    peak: float | None
+    copy: bool
+    ref: Timing | None
+
+    @classmethod
+    def choose(cls, timings: list[Timing], peak, ref: Timing | None) -> _Columns:
+        names = ["what", "median ms", "IQR ms"]
+        bandwidth = any(t.bytes_moved is not None for t in timings)
+        if bandwidth:
+            names.append("GB/s")
+        if peak and bandwidth:
+            names.append("% peak")
+        else:
+            peak = None
+        copy = any(t.copy_ms is not None for t in timings)
+        if copy:
+            names.append("x copy")
+        if ref is not None:
+            names.append("x ref")
+        return cls(names, bandwidth, peak, copy, ref)
+
+    def row(self, t: Timing) -> list[str]:
         q1, q3 = t.quartiles_ms
         name = t.name + (" *" if t.noisy else "")
-        extra = []
-        if not t.is_copy:
-            if show_shapes and t.shapes:
-                extra.append(_shape_text(t.shapes))
-            if show_dtype and t.dtype:
-                extra.append(t.dtype)
         row = [name, _ms(t.median_ms), f"{_ms(q1)}-{_ms(q3)}"]
         bandwidth = t.bandwidth_gb_s
-        if show_bandwidth:
+        if self.bandwidth:
             row.append("" if bandwidth is None else f"{bandwidth:.1f}")
-        if peak:
-            row.append("" if bandwidth is None else f"{100 * bandwidth / peak:.0f}%")
-        if show_copy:
+        if self.peak:
+            row.append(
+                "" if bandwidth is None else f"{100 * bandwidth / self.peak:.0f}%"
+            )
+        if self.copy:
             ratio = t.ratio_to_copy
             row.append("" if ratio is None else f"{ratio:.2f}")
-        if ref is not None:
-            row.append(f"{t.ratio_to(ref):.2f}")
-        rows.append(row)
-        if extra:
-            rows.append(["  " + "; ".join(extra)] + [""] * (len(columns) - 1))
+        if self.ref is not None:
+            row.append(f"{t.ratio_to(self.ref):.2f}")
+        return row
+
+    def footer(self, timings: list[Timing]) -> list[str]:
+        footer = []
+        if self.copy:
+            footer.append(
+                "x copy: median over that of a copy moving the same bytes in this run"
+            )
+        if self.ref is not None:
+            footer.append(f"x ref: median over that of {self.ref.name!r}")
+        if any(t.noisy for t in timings):
+            footer.append(
+                f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too "
+                "noisy to trust, run again"
+            )
+        return footer
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """Rows as text columns (names left, numbers right), a rule under the first.
+
+    A row whose second cell is empty is a row's own settings, printed as is.
+    """
     widths = [
         max(len(row[i]) for row in rows if not (i == 0 and row[1] == ""))
-        for i in range(len(columns))
+        for i in range(len(rows[0]))
     ]
     lines = []
     for row in rows:
@@ -552,19 +606,7 @@ def format_table(
         cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "-" * max(len(line) for line in lines))
-    footer = []
-    if show_copy:
-        footer.append(
-            "x copy: median over that of a copy moving the same bytes in this run"
-        )
-    if ref is not None:
-        footer.append(f"x ref: median over that of {ref.name!r}")
-    if any(t.noisy for t in timings):
-        footer.append(
-            f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too noisy "
-            "to trust, run again"
-        )
-    return "\n".join([*header, *lines, *footer])
+    return lines
 
 
 # ---------------------------------------------------------------------------
