@@ -279,6 +279,7 @@ class _Runner:
         self.corpus, self.segments = stdlib.corpus, stdlib.segments
         # loss by position is kept in bins of 1/16 of the training length
         self.position_bin = max(1, preset.train.seq_len // 16)
+        self.tasks = _TaskUnits(self)
 
     def data(self, name: str) -> _Data:
         """A corpus with its scoring segments, read once when first asked for."""
@@ -423,8 +424,8 @@ class _Runner:
             for scheme in p.schemes:
                 model = self.model_config(scheme).to_dict()
                 for seed in p.seeds:
-                    fingerprint = self.task_fingerprint("lookback", model, seed)
-                    compute = functools.partial(self.lookback_unit, scheme, seed)
+                    fingerprint = self.tasks.fingerprint("lookback", model, seed)
+                    compute = functools.partial(self.tasks.lookback, scheme, seed)
                     key = f"lookback/{scheme}/{seed}"
                     units.append((key, p.lookback["steps"], fingerprint, compute))
         if p.passkey:
@@ -434,14 +435,14 @@ class _Runner:
                 steps = p.passkey["steps"]
                 steps += rope * p.finetune_steps * len(p.finetune_methods)
                 for seed in p.seeds:
-                    fingerprint = self.task_fingerprint("passkey", model, seed)
+                    fingerprint = self.tasks.fingerprint("passkey", model, seed)
                     if rope:
                         fingerprint["extension"] = {
                             "factor": p.extension_factor,
                             "stages": self.extension_stages(),
                             "finetune_steps": p.finetune_steps,
                         }
-                    compute = functools.partial(self.passkey_unit, scheme, seed)
+                    compute = functools.partial(self.tasks.passkey, scheme, seed)
                     units.append(
                         (f"passkey/{scheme}/{seed}", steps, fingerprint, compute)
                     )
@@ -459,18 +460,6 @@ class _Runner:
         if variant.learning_rate is None:
             return self.preset.train
         return replace(self.preset.train, learning_rate=variant.learning_rate)
-
-    def task_fingerprint(self, task: str, model: dict, seed: int) -> dict:
-        """What a synthetic task's unit depends on (``task`` names the preset's field)."""
-        p = self.preset
-        return {
-            "device_type": self.device.type,
-            task: getattr(p, task),
-            "multiples": p.multiples,
-            "model": model,
-            "train": asdict(p.train),
-            "seed": seed,
-        }
 
     def language_model_unit(self, variant: Variant, seed: int) -> dict:
         config = self.variant_config(variant)
@@ -578,135 +567,6 @@ class _Runner:
             results[f"{method or 'none'}/{stage}"] = self.evaluate(variant)["bpb"]
         return results
 
-    def lookback_unit(self, scheme: str, seed: int) -> dict:
-        p = self.preset
-        task = p.lookback
-        L = task["seq_len"]
-        config = replace(
-            p.train,
-            steps=task["steps"],
-            seq_len=L,
-            warmup_steps=task["steps"] // 10,
-            seed=seed,
-        )
-        torch.manual_seed(seed)
-        model = ByteTransformer(replace(self.model_config(scheme), max_positions=L))
-
-        def batches(generator, n=L, size=config.batch_size):
-            return lookback_batch(
-                size,
-                n,
-                generator,
-                lookback=task["lookback"],
-                num_symbols=task["num_symbols"],
-            )
-
-        train(
-            model,
-            batches,
-            config,
-            device=self.device,
-            progress=self.progress,
-            description=f"look-back {scheme} seed {seed}",
-        )
-        accuracy = {}
-        for m in p.multiples:
-            n = m * L
-            accuracy[str(n)] = (
-                None
-                if length_error(model, n) is not None
-                else lookback_accuracy(
-                    model, functools.partial(batches, n=n, size=64), device=self.device
-                )
-            )
-        self.log(f"look-back {scheme}, seed {seed}: {_fmt(accuracy)}")
-        return {"run": {"seed": seed, "accuracy": accuracy}}
-
-    def passkey_training(self, seed: int, length: int | None = None) -> TrainConfig:
-        task = self.preset.passkey
-        L = task["seq_len"]
-        n = length or L
-        return replace(
-            self.preset.train,
-            steps=task["steps"],
-            seq_len=n,
-            batch_size=max(1, task["batch_size"] * L // n),
-            warmup_steps=task["steps"] // 10,
-            seed=seed,
-        )
-
-    def passkey_scores(self, model: ByteTransformer) -> dict[str, dict]:
-        """Whole-key accuracy at each length and depth: ``{length: {depth: accuracy}}``."""
-        task = self.preset.passkey
-        scores = {}
-        for m in self.preset.multiples:
-            n = m * task["seq_len"]
-            if length_error(model, n) is not None:
-                scores[str(n)] = None
-                continue
-            scores[str(n)] = {
-                str(depth): passkey_accuracy(
-                    model,
-                    functools.partial(
-                        passkey_batch, 64, n, key_len=task["key_len"], depth=depth
-                    ),
-                    device=self.device,
-                )
-                for depth in task["depths"]
-            }
-        return scores
-
-    def passkey_unit(self, scheme: str, seed: int) -> dict:
-        task = self.preset.passkey
-        L = task["seq_len"]
-        config = self.passkey_training(seed)
-        torch.manual_seed(seed)
-        model = ByteTransformer(replace(self.model_config(scheme), max_positions=L))
-
-        def batches(generator, n=L, size=config.batch_size):
-            return passkey_batch(size, n, generator, key_len=task["key_len"])
-
-        train(
-            model,
-            batches,
-            config,
-            device=self.device,
-            progress=self.progress,
-            description=f"passkey {scheme} seed {seed}",
-        )
-        by_depth = self.passkey_scores(model)
-        self.log(f"passkey {scheme}, seed {seed}: {_fmt(_mean_over_depths(by_depth))}")
-        unit = {"run": {"seed": seed, "by_depth": by_depth}}
-        if scheme == "rope":
-            target = int(self.preset.extension_factor * L)
-            tune = replace(
-                self.passkey_training(seed + 1000, target),
-                steps=self.preset.finetune_steps,
-                warmup_steps=max(1, self.preset.finetune_steps // 10),
-            )
-            extension = {}
-            for method, stage in self.extension_stages():
-                variant = copy.deepcopy(model)
-                variant.set_rope_scaling(
-                    None
-                    if method is None
-                    else RopeScaling(
-                        method,
-                        factor=self.preset.extension_factor,
-                        original_max_positions=L,
-                    )
-                )
-                if stage == "fine-tuned":
-                    self.fine_tune(
-                        variant,
-                        tune,
-                        f"passkey fine-tune {method or 'plain'} seed {seed}",
-                        functools.partial(batches, n=target, size=tune.batch_size),
-                    )
-                extension[f"{method or 'none'}/{stage}"] = self.passkey_scores(variant)
-            unit["extension"] = extension
-        return unit
-
     def assemble(self, units: dict[str, dict]) -> dict:
         """The sections of the results, from the finished units."""
         p = self.preset
@@ -788,6 +648,170 @@ class _Runner:
             "lookback": p.lookback,
             "passkey": p.passkey,
         }
+
+
+class _TaskUnits:
+    """The synthetic tasks' units: a small model trained on look-back or passkey data.
+
+    Each unit trains on the task at its own length and scores accuracy at
+    each multiple of it; a RoPE passkey model is also read with each scaling
+    method, zero-shot and after a short fine-tune. The runner supplies the
+    preset, the device, the model configurations and the fine-tuning.
+    """
+
+    def __init__(self, runner: _Runner):
+        self.runner = runner
+        self.preset = runner.preset
+        self.device = runner.device
+
+    def fingerprint(self, task: str, model: dict, seed: int) -> dict:
+        """What a synthetic task's unit depends on (``task`` names the preset's field)."""
+        p = self.preset
+        return {
+            "device_type": self.device.type,
+            task: getattr(p, task),
+            "multiples": p.multiples,
+            "model": model,
+            "train": asdict(p.train),
+            "seed": seed,
+        }
+
+    def lookback(self, scheme: str, seed: int) -> dict:
+        """Train a model on the look-back task; its accuracy at each length."""
+        p = self.preset
+        task = p.lookback
+        L = task["seq_len"]
+        config = replace(
+            p.train,
+            steps=task["steps"],
+            seq_len=L,
+            warmup_steps=task["steps"] // 10,
+            seed=seed,
+        )
+        torch.manual_seed(seed)
+        model = ByteTransformer(
+            replace(self.runner.model_config(scheme), max_positions=L)
+        )
+
+        def batches(generator, n=L, size=config.batch_size):
+            return lookback_batch(
+                size,
+                n,
+                generator,
+                lookback=task["lookback"],
+                num_symbols=task["num_symbols"],
+            )
+
+        train(
+            model,
+            batches,
+            config,
+            device=self.device,
+            progress=self.runner.progress,
+            description=f"look-back {scheme} seed {seed}",
+        )
+        accuracy = {}
+        for m in p.multiples:
+            n = m * L
+            accuracy[str(n)] = (
+                None
+                if length_error(model, n) is not None
+                else lookback_accuracy(
+                    model, functools.partial(batches, n=n, size=64), device=self.device
+                )
+            )
+        self.runner.log(f"look-back {scheme}, seed {seed}: {_fmt(accuracy)}")
+        return {"run": {"seed": seed, "accuracy": accuracy}}
+
+    def passkey_training(self, seed: int, length: int | None = None) -> TrainConfig:
+        task = self.preset.passkey
+        L = task["seq_len"]
+        n = length or L
+        return replace(
+            self.preset.train,
+            steps=task["steps"],
+            seq_len=n,
+            batch_size=max(1, task["batch_size"] * L // n),
+            warmup_steps=task["steps"] // 10,
+            seed=seed,
+        )
+
+    def passkey_scores(self, model: ByteTransformer) -> dict[str, dict]:
+        """Whole-key accuracy at each length and depth: ``{length: {depth: accuracy}}``."""
+        task = self.preset.passkey
+        scores = {}
+        for m in self.preset.multiples:
+            n = m * task["seq_len"]
+            if length_error(model, n) is not None:
+                scores[str(n)] = None
+                continue
+            scores[str(n)] = {
+                str(depth): passkey_accuracy(
+                    model,
+                    functools.partial(
+                        passkey_batch, 64, n, key_len=task["key_len"], depth=depth
+                    ),
+                    device=self.device,
+                )
+                for depth in task["depths"]
+            }
+        return scores
+
+    def passkey(self, scheme: str, seed: int) -> dict:
+        """Train a model on passkey retrieval; its accuracy by length and depth (and RoPE's scalings)."""
+        task = self.preset.passkey
+        L = task["seq_len"]
+        config = self.passkey_training(seed)
+        torch.manual_seed(seed)
+        model = ByteTransformer(
+            replace(self.runner.model_config(scheme), max_positions=L)
+        )
+
+        def batches(generator, n=L, size=config.batch_size):
+            return passkey_batch(size, n, generator, key_len=task["key_len"])
+
+        train(
+            model,
+            batches,
+            config,
+            device=self.device,
+            progress=self.runner.progress,
+            description=f"passkey {scheme} seed {seed}",
+        )
+        by_depth = self.passkey_scores(model)
+        self.runner.log(
+            f"passkey {scheme}, seed {seed}: {_fmt(_mean_over_depths(by_depth))}"
+        )
+        unit = {"run": {"seed": seed, "by_depth": by_depth}}
+        if scheme == "rope":
+            target = int(self.preset.extension_factor * L)
+            tune = replace(
+                self.passkey_training(seed + 1000, target),
+                steps=self.preset.finetune_steps,
+                warmup_steps=max(1, self.preset.finetune_steps // 10),
+            )
+            extension = {}
+            for method, stage in self.runner.extension_stages():
+                variant = copy.deepcopy(model)
+                variant.set_rope_scaling(
+                    None
+                    if method is None
+                    else RopeScaling(
+                        method,
+                        factor=self.preset.extension_factor,
+                        original_max_positions=L,
+                    )
+                )
+                if stage == "fine-tuned":
+                    self.runner.fine_tune(
+                        variant,
+                        tune,
+                        f"passkey fine-tune {method or 'plain'} seed {seed}",
+                        functools.partial(batches, n=target, size=tune.batch_size),
+                    )
+                extension[f"{method or 'none'}/{stage}"] = self.passkey_scores(variant)
+            unit["extension"] = extension
+        return unit
 
 
 class RunFile:

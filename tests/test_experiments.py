@@ -338,9 +338,9 @@ def test_a_unit_recorded_with_other_settings_is_run_again(tmp_path, monkeypatch)
     longer = replace(TINY, lookback={**TINY.lookback, "steps": 4})
     ran = []
     monkeypatch.setattr(
-        experiments._Runner,
-        "lookback_unit",
-        _recording(experiments._Runner.lookback_unit, ran),
+        experiments._TaskUnits,
+        "lookback",
+        _recording(experiments._TaskUnits.lookback, ran),
     )
     monkeypatch.setattr(
         experiments._Runner,
