@@ -44,7 +44,13 @@ from torch import nn
 from ._validation import require_positive_int
 from .attention_inputs import check_mask_dtype, check_qkv, check_scores_shape
 from .devices import synchronize
-from .flex import attend_flex, flex_available, flex_block_mask, flex_compile_available
+from .flex import (
+    attend_flex,
+    flex_available,
+    flex_block_mask,
+    flex_compile_available,
+    flex_compile_problem,
+)
 from .position_scheme import NoPositionScheme, PositionScheme
 from .positions import relative_positions
 
@@ -56,6 +62,7 @@ __all__ = [
     "DEFAULT_KERNEL",
     "flex_available",
     "flex_compile_available",
+    "flex_compile_problem",
     "flex_block_mask",
     "compile_flex",
     "causal_mask",

@@ -22,6 +22,7 @@ import torch
 
 from ._validation import require_positive_int
 from .attention_inputs import check_mask_dtype, check_scores_shape
+from .devices import cuda_capability
 from .position_scheme import ScoreMod
 from .positions import query_positions
 
@@ -30,8 +31,12 @@ __all__ = [
     "flex_available",
     "flex_block_mask",
     "flex_compile_available",
+    "flex_compile_problem",
     "attend_flex",
 ]
+
+# Inductor's FlexAttention kernels fail on older GPUs (Turing, 7.5; pytorch#164813)
+COMPILED_FLEX_CAPABILITY = (8, 0)
 
 # FlexAttention's mask_mod: (batch, head, q_idx, kv_idx) -> bool, True = may attend
 MaskMod = Callable[
@@ -307,6 +312,14 @@ def _compile_problem(device_type: str) -> str | None:
     if device_type == "cuda":
         if not torch.cuda.is_available():
             return "CUDA is not available"
+        capability = cuda_capability("cuda")
+        if capability < COMPILED_FLEX_CAPABILITY:
+            major, minor = capability
+            return (
+                f"compiled FlexAttention needs a GPU of compute capability 8.0 or newer "
+                f"(this one has {major}.{minor}, as Colab's free T4 does); eager "
+                "FlexAttention and SDPA still run"
+            )
         from torch.utils._triton import has_triton
 
         if not has_triton():
@@ -333,7 +346,12 @@ def flex_compile_available(device: torch.device | str = "cpu") -> bool:
     CUDA needs Triton; the CPU needs an x86 CPU with AVX2 and a C++ compiler
     (TorchInductor's C++ template, inference only). Chapter 10.
     """
-    return _compile_problem(torch.device(device).type) is None
+    return flex_compile_problem(device) is None
+
+
+def flex_compile_problem(device: torch.device | str = "cpu") -> str | None:
+    """Why compiled FlexAttention cannot run on ``device`` (one sentence), or None."""
+    return _compile_problem(torch.device(device).type)
 
 
 def _check_compile(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

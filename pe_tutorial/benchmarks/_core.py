@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from .. import bench
+from ..devices import timing_dtype
 
 RESULTS_PACKAGE = "pe_tutorial"
 RESULTS_FOLDER = "results"
@@ -171,6 +172,13 @@ def check_device(device: torch.device | str | None) -> torch.device:
 
 
 def check_dtype(suite: Suite, dtype: str | torch.dtype | None, device) -> torch.dtype:
+    """The dtype a suite runs in: the one asked for, else the device's default.
+
+    A GPU's default is the suite's ``gpu_dtype``, moved to float16 where the
+    GPU cannot run bfloat16 (``devices.timing_dtype``); asking for bfloat16
+    there outright is an error that says what to use.
+    """
+    asked = dtype is not None
     if dtype is None:
         dtype = suite.gpu_dtype if device.type == "cuda" else "float32"
     name = str(dtype).replace("torch.", "")
@@ -180,7 +188,10 @@ def check_dtype(suite: Suite, dtype: str | torch.dtype | None, device) -> torch.
         raise ValueError(
             f"suite {suite.name!r} runs in {', '.join(suite.dtypes)}, not {name!r}"
         )
-    return DTYPES[name]
+    usable, why = timing_dtype(name, device)
+    if why is not None and asked:
+        raise ValueError(f"cannot time in {name} here: {why}; use --dtype {usable}")
+    return DTYPES[usable]
 
 
 def run(
@@ -218,6 +229,9 @@ def run(
         reference=plan.reference,
         command=command,
     )
+    _, substituted = timing_dtype(suite.gpu_dtype, device)
+    if substituted is not None and dtype != DTYPES[suite.gpu_dtype]:
+        result.notes.insert(0, substituted)
     if suite.report is not None:
         result.notes.extend(suite.report(result))
     return result

@@ -21,6 +21,7 @@ from ..attention import (
     flex_available,
     flex_block_mask,
     flex_compile_available,
+    flex_compile_problem,
 )
 from ..bench import Case
 from ..relative import T5RelativeBias
@@ -100,9 +101,7 @@ def attention_bias_suite(
                     compile=True,
                 )
         elif compiled:
-            notes.append(
-                "compiled Flex rows: skipped, torch.compile cannot build it here"
-            )
+            notes.append(f"compiled Flex rows: skipped, {flex_compile_problem(device)}")
     reference_outputs = {}
     with torch.no_grad():
         for scheme_name, scheme in (("ALiBi", alibi), ("T5", t5), ("none", None)):
