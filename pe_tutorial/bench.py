@@ -49,6 +49,8 @@ __all__ = [
     "environment",
     "peak_bandwidth",
     "copy_case",
+    "copy_probe",
+    "PROBE_BYTES",
     "measure",
     "time_function",
     "format_bytes",
@@ -336,6 +338,25 @@ def copy_case(nbytes: int, device: torch.device | str) -> Case:
         bytes_moved=8 * numel,
         is_copy=True,
     )
+
+
+# the copy that tells a busy machine from a quiet one: larger than a CPU's caches
+PROBE_BYTES = 64 * 2**20
+
+
+def copy_probe(device: torch.device | str, *, nbytes: int = PROBE_BYTES) -> float:
+    """Median milliseconds of a copy moving ``nbytes`` (7 calls after 2 to warm up).
+
+    Timed before and after a suite (``benchmarks.run``): if the two disagree,
+    or both are far slower than the same probe in the recorded run of this
+    device, the machine was busy and its live numbers are not evidence.
+    """
+    device = torch.device(device)
+    case = copy_case(nbytes, device)
+    for _ in range(2):
+        case.fn()
+    synchronize(device)
+    return statistics.median(_time_once(case.fn, device) for _ in range(7))
 
 
 def _check_counts(warmup: int, repeats: int) -> None:

@@ -416,3 +416,70 @@ def test_a_wrong_attention_path_stops_its_suite(monkeypatch):
             compiled=False,
             shape=(1, 2, 16, 8),
         )
+
+
+def _result_with_probe(before, after, device_name="Test CPU"):
+    env = {
+        "device": "cpu",
+        "device_name": device_name,
+        "threads": 2,
+        "date": "2026-11-25",
+    }
+    env["copy_probe_ms"] = {"before": before, "after": after}
+    return benchmarks.SuiteResult("rope", env, [bench.Timing("x", [1.0])])
+
+
+def test_a_busy_machine_is_told_from_its_copy_probes():
+    from pe_tutorial.benchmarks._core import busy_reason
+
+    # steady and no record to compare with: quiet
+    assert busy_reason(_result_with_probe(10.0, 11.0), []) is None
+    # the load changed during the run
+    assert "the load changed" in busy_reason(_result_with_probe(10.0, 20.0), [])
+    # steady, but both probes twice as slow as the recorded run on this device
+    recorded = _result_with_probe(5.0, 5.2)
+    reason = busy_reason(_result_with_probe(10.0, 10.5), [recorded])
+    assert reason.startswith("copies ran 2.0x slower than in the recorded run")
+    # a record from another device says nothing about this one
+    other = _result_with_probe(5.0, 5.0, device_name="Other CPU")
+    assert busy_reason(_result_with_probe(10.0, 10.5), [other]) is None
+    # an old record without probes, or a result without them: no claim
+    recorded.environment.pop("copy_probe_ms")
+    assert busy_reason(_result_with_probe(10.0, 10.5), [recorded]) is None
+
+
+def test_a_busy_run_is_shown_as_busy_and_kept_in_its_json(
+    monkeypatch, capsys, tmp_path
+):
+    probes = iter([10.0, 30.0])
+    monkeypatch.setattr(bench, "copy_probe", lambda device: next(probes))
+    result = benchmarks.run(
+        "rope", "cpu", warmup=0, repeats=1, shape=(1, 1, 4, 8), compiled=False
+    )
+    assert "the load changed" in result.busy
+    assert result.environment["copy_probe_ms"] == {"before": 10.0, "after": 30.0}
+    again = benchmarks.SuiteResult.from_dict(result.to_dict())
+    assert again.busy == result.busy
+    benchmarks.show(result, directory=tmp_path)
+    assert "This machine was busy while the suite ran" in capsys.readouterr().out
+
+
+def test_a_busy_run_is_not_recorded_unless_forced(monkeypatch, tmp_path, capsys):
+    from pe_tutorial.benchmarks.cli import main
+
+    real_run = _core.run
+
+    def small_busy_run(name, device, dtype, **kwargs):
+        result = real_run(name, device, dtype, warmup=0, num_positions=8, dim=4)
+        result.busy = "a test load"
+        return result
+
+    monkeypatch.setattr(_core, "run", small_busy_run)
+    options = ["absolute_tables", "--device", "cpu", "--out", str(tmp_path)]
+    assert main([*options, "--record"]) == 0
+    assert (
+        "NOT recorded: this machine was busy (a test load)" in capsys.readouterr().out
+    )
+    assert not list(tmp_path.glob("bench-absolute_tables*.json"))
+    assert main([*options, "--record", "--force"]) == 0
+    assert len(list(tmp_path.glob("bench-absolute_tables*.json"))) == 1

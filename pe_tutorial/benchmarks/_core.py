@@ -95,6 +95,8 @@ class SuiteResult:
     settings: dict = field(default_factory=dict)
     reference: str | None = None
     command: str = ""
+    # why this run's machine was busy (its numbers are not evidence), or None
+    busy: str | None = None
 
     def table(self, title: str = "") -> str:
         text = bench.format_table(
@@ -124,6 +126,7 @@ class SuiteResult:
             "settings": self.settings,
             "reference": self.reference,
             "notes": self.notes,
+            "busy": self.busy,
             "results": [t.to_dict() for t in self.timings],
         }
 
@@ -140,6 +143,7 @@ class SuiteResult:
             settings=dict(document.get("settings", {})),
             reference=document.get("reference"),
             command=document.get("command", ""),
+            busy=document.get("busy"),
         )
 
 
@@ -194,6 +198,44 @@ def check_dtype(suite: Suite, dtype: str | torch.dtype | None, device) -> torch.
     return DTYPES[usable]
 
 
+# a probe more than this factor slower (than itself, or than the recorded one)
+BUSY_FACTOR = 1.5
+
+
+def busy_reason(result: SuiteResult, recorded: list[SuiteResult]) -> str | None:
+    """Why ``result``'s machine was busy, from its copy probes, or None if it was not.
+
+    Two signs, each a copy of ``bench.PROBE_BYTES`` timed before and after the
+    suite: the two probes differ by more than ``BUSY_FACTOR`` (the load
+    changed during the run), or both are that much slower than the probe of a
+    recorded run on the same device (the load was there all along). A busy
+    row can look steady, since contention slows every call alike; the probes
+    see it.
+    """
+    probe = result.environment.get("copy_probe_ms")
+    if not probe:
+        return None
+    before, after = probe["before"], probe["after"]
+    if max(before, after) > BUSY_FACTOR * min(before, after):
+        return (
+            f"a {bench.format_bytes(bench.PROBE_BYTES)} copy took {before:.2f} ms "
+            f"before the suite and {after:.2f} ms after it: the load changed while "
+            "it ran"
+        )
+    slug = device_slug(result.environment)
+    for run in recorded:
+        quiet = run.environment.get("copy_probe_ms")
+        if run is result or not quiet or device_slug(run.environment) != slug:
+            continue
+        floor = min(quiet["before"], quiet["after"])
+        if min(before, after) > BUSY_FACTOR * floor:
+            return (
+                f"copies ran {min(before, after) / floor:.1f}x slower than in the "
+                f"recorded run on this device ({run.environment.get('date', '')[:10]})"
+            )
+    return None
+
+
 def run(
     name: str,
     device: torch.device | str | None = None,
@@ -213,12 +255,14 @@ def run(
     plan = suite.build(device, dtype, **options)
     if repeats is None:
         repeats = suite.repeats if device.type == "cuda" else suite.cpu_repeats
+    before = bench.copy_probe(device)
     timings = bench.measure(
         plan.cases,
         device=device,
         warmup=suite.warmup if warmup is None else warmup,
         repeats=repeats,
     )
+    after = bench.copy_probe(device)
     command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
     result = SuiteResult(
         suite=name,
@@ -229,6 +273,8 @@ def run(
         reference=plan.reference,
         command=command,
     )
+    result.environment["copy_probe_ms"] = {"before": before, "after": after}
+    result.busy = busy_reason(result, load_recorded_runs(name))
     _, substituted = timing_dtype(suite.gpu_dtype, device)
     if substituted is not None and dtype != DTYPES[suite.gpu_dtype]:
         result.notes.insert(0, substituted)
@@ -317,6 +363,12 @@ def show(result: SuiteResult, *, directory: str | Path | None = None) -> None:
     Where no GPU run is recorded, an invitation to record one is printed, once
     per process (a chapter's kernel).
     """
+    if result.busy:
+        warning = (
+            f"This machine was busy while the suite ran: {result.busy}. Its numbers "
+            "are not evidence; read the recorded runs below."
+        )
+        print(textwrap.fill(warning, width=88))
     print(result.table("live run on this machine:"))
     recorded = load_recorded_runs(result.suite, directory)
     for run in recorded:

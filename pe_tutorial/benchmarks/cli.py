@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out", default=None, help="folder for --record instead of the package's"
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --record, keep a run even when the machine was busy",
+    )
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds")
     return parser
 
@@ -111,7 +116,12 @@ def main(argv: list[str] | None = None) -> int:
             path = Path(args.json)
             _core.write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
             print(f"wrote {path}")
-        if args.record:
+        if args.record and result.busy and not args.force:
+            print(
+                f"NOT recorded: this machine was busy ({result.busy}); record on a "
+                "quiet machine, or add --force to keep it anyway"
+            )
+        elif args.record:
             print(f"recorded in {_core.record(result, args.out)}")
         if args.all:
             print(f"{suite.name}: {time.perf_counter() - start:.0f} s\n", flush=True)
