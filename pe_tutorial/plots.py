@@ -215,7 +215,10 @@ def passkey_grid(entry: dict, *, title: str, ax=None, colorbar: bool = True):
         for j in range(len(lengths)):
             value = grid[i, j].item()
             text = "n/a" if value != value else f"{value:.2f}"
-            colour = "black" if value == value and value > 0.6 else "white"
+            if value != value:  # n/a on the blank cell
+                colour = "0.35"
+            else:
+                colour = "black" if value > 0.6 else "white"
             ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=10)
     ax.set_xticks(range(len(lengths)), lengths)
     ax.set_yticks(range(len(depths)), [f"{float(d):.2f}" for d in depths])
@@ -272,6 +275,9 @@ def rate_sweep(
         )
         best[label] = rates[means.index(min(means))]
     ax.set_xscale("log")
+    every_rate = sorted({rate for sweep in sweeps.values() for rate in sweep})
+    ax.set_xticks(every_rate, [f"{rate:g}" for rate in every_rate])
+    ax.minorticks_off()
     ax.set(
         title=title, xlabel="peak learning rate", ylabel=f"bits per byte at {length}"
     )
