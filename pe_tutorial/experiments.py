@@ -183,7 +183,8 @@ PRESETS: dict[str, Preset] = {
     ),
     # Sized so that RoPE reaches about 2.1 bits per byte at its training length on
     # this corpus (issue 20 asked for 2.3 or less) with a train/validation gap near
-    # 0.15, at about 80 s a model on a 2-core CPU: about two hours in all, resumable.
+    # 0.15, at 70 to 130 s a language model on a quiet 2-core CPU. The recorded run
+    # summed 3.5 hours over its parts, some on a shared machine; it is resumable.
     "standard": Preset(
         name="standard",
         model={"d_model": 128, "num_heads": 4, "num_layers": 3},
