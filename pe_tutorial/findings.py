@@ -28,6 +28,7 @@ __all__ = [
     "paired_change",
     "train_gap",
     "position_mean",
+    "glue_gap",
 ]
 
 
@@ -205,3 +206,17 @@ def position_mean(
         )
     means = [sum(curve[first:last]) / (last - first) for curve in curves]
     return sum(means) / len(means)
+
+
+def glue_gap(name: str, a: dict, b: dict, length: int) -> Gap:
+    """``compare(a, b, length)``, glued for the prose as ``NAME_gap`` and ``NAME_verdict``.
+
+    The sentence then quotes the difference and says whether it is beyond the
+    seeds' spread or within noise, from the same computation (chapter 9).
+    """
+    from .notebook import glue
+
+    gap = compare(a, b, length)
+    glue(f"{name}_gap", gap.difference)
+    glue(f"{name}_verdict", gap.verdict)
+    return gap

@@ -10,6 +10,7 @@ from pe_tutorial.findings import (
     change,
     compare,
     find,
+    glue_gap,
     language_entry,
     mean_at,
     paired_change,
@@ -123,3 +124,12 @@ def test_language_entry_defaults_to_the_plain_variant():
     assert language_entry(results, "a", changes={"t5_max_distance": 9}) is ablated
     with pytest.raises(ValueError, match="0 entries"):
         language_entry(results, "a", norm="post")
+
+
+def test_glue_gap_glues_the_difference_and_its_verdict():
+    from pe_tutorial.notebook import GLUED
+
+    gap = glue_gap("a_b", A, B, 4)
+    assert gap == compare(A, B, 4)
+    assert GLUED["a_b_gap"] == pytest.approx(-0.4)
+    assert GLUED["a_b_verdict"] == "beyond the seeds' spread"
