@@ -92,13 +92,18 @@ class ByteCorpus:
     train_files: tuple[tuple[str, int], ...] = ()
     validation_files: tuple[tuple[str, int], ...] = ()
 
+    def side(self, side: str) -> tuple[torch.Tensor, tuple[tuple[str, int], ...]]:
+        """The bytes of ``"train"`` or ``"validation"``, and where each file starts."""
+        if side == "train":
+            return self.train, self.train_files
+        if side == "validation":
+            return self.validation, self.validation_files
+        raise ValueError(f"side must be 'train' or 'validation', got {side!r}")
+
     def files_between(self, side: str, start: int, stop: int) -> list[str]:
         """The files whose bytes lie in ``[start, stop)`` of the ``side`` stream."""
-        files = {"train": self.train_files, "validation": self.validation_files}
-        if side not in files:
-            raise ValueError(f"side must be 'train' or 'validation', got {side!r}")
-        listed = files[side]
-        ends = [offset for _, offset in listed[1:]] + [getattr(self, side).numel()]
+        data, listed = self.side(side)
+        ends = [offset for _, offset in listed[1:]] + [data.numel()]
         return [
             name
             for (name, offset), end in zip(listed, ends)
@@ -425,7 +430,7 @@ def segment_files(
     seed: int = 0,
 ) -> list[str]:
     """The distinct files that ``evaluation_segments`` of a corpus side read, in stream order."""
-    data = corpus.validation if side == "validation" else corpus.train
+    data, _ = corpus.side(side)
     starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
     names: dict[str, None] = {}
     for start in starts.tolist():

@@ -62,6 +62,7 @@ from .data import (
     shakespeare_corpus,
     stdlib_corpus,
 )
+from .findings import mean_and_std
 from .model import SCHEMES, ByteTransformer, ModelConfig
 from .rope_bands import BAND_ABLATIONS, band_frequencies
 from .rope_scaling import SCALING_METHODS, RopeScaling
@@ -236,12 +237,7 @@ def _summary(values: list[float | None]) -> dict | None:
     """Mean, sample standard deviation and count of the runs' values (None if any is missing)."""
     if not values or any(v is None for v in values):
         return None
-    mean = sum(values) / len(values)
-    spread = (
-        math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-        if len(values) > 1
-        else 0.0
-    )
+    mean, spread = mean_and_std(values)
     return {"mean": mean, "std": spread, "n": len(values)}
 
 

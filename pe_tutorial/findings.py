@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .notebook import glue
+
 __all__ = [
     "Gap",
     "find",
@@ -29,6 +31,7 @@ __all__ = [
     "train_gap",
     "position_mean",
     "glue_gap",
+    "mean_and_std",
 ]
 
 
@@ -173,13 +176,15 @@ def train_gap(entry: dict, length: int) -> Gap:
 
 def _gap_of(differences: list[float]) -> Gap:
     """Per-seed differences as a Gap: their mean, and their sample std as the spread."""
-    mean = sum(differences) / len(differences)
-    spread = (
-        math.sqrt(sum((d - mean) ** 2 for d in differences) / (len(differences) - 1))
-        if len(differences) > 1
-        else 0.0
-    )
-    return Gap(mean, spread)
+    return Gap(*mean_and_std(differences))
+
+
+def mean_and_std(values: list[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (n - 1) of the seeds' values; 0 for one."""
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return mean, 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def position_mean(
@@ -214,8 +219,6 @@ def glue_gap(name: str, a: dict, b: dict, length: int) -> Gap:
     The sentence then quotes the difference and says whether it is beyond the
     seeds' spread or within noise, from the same computation (chapter 9).
     """
-    from .notebook import glue
-
     gap = compare(a, b, length)
     glue(f"{name}_gap", gap.difference)
     glue(f"{name}_verdict", gap.verdict)

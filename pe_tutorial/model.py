@@ -223,18 +223,8 @@ class ByteTransformer(nn.Module):
         Every layer shares one new ``RotaryEmbedding`` with the same base and
         the given scaling; the learned weights are untouched.
         """
-        c = self.config
-        if c.scheme != "rope":
-            raise ValueError(f"set_rope_scaling needs a RoPE model, not {c.scheme!r}")
-        self._share_rotary(
-            RotaryEmbedding(
-                c.head_dim,
-                base=c.rope_base,
-                max_positions=c.max_positions,
-                scaling=scaling,
-            )
-        )
-        self.config = replace(c, rope_scaling=scaling)
+        self._share_rotary("set_rope_scaling", scaling=scaling)
+        self.config = replace(self.config, rope_scaling=scaling)
 
     def extend_learned_table(self, max_positions: int) -> None:
         """Lengthen a learned model's table to ``max_positions`` rows (copies), in place.
@@ -263,24 +253,18 @@ class ByteTransformer(nn.Module):
         with these ``(head_dim / 2,)`` frequencies; the learned weights are
         untouched (chapter 9's band ablation).
         """
+        self._share_rotary("set_rope_frequencies", frequencies=frequencies)
+        self.config = replace(self.config, rope_scaling=None)
+
+    def _share_rotary(self, caller: str, **options) -> None:
+        """Give every layer's ``RotaryScheme`` one new embedding with the model's base
+        and length and these options (a scaling, or frequencies), on its device."""
         c = self.config
         if c.scheme != "rope":
-            raise ValueError(
-                f"set_rope_frequencies needs a RoPE model, not {c.scheme!r}"
-            )
-        self._share_rotary(
-            RotaryEmbedding(
-                c.head_dim,
-                base=c.rope_base,
-                max_positions=c.max_positions,
-                frequencies=frequencies,
-            )
-        )
-        self.config = replace(c, rope_scaling=None)
-
-    def _share_rotary(self, rotary: RotaryEmbedding) -> None:
-        """Give every layer's ``RotaryScheme`` this one embedding, on the model's device."""
-        rotary = rotary.to(self.embed.weight.device)
+            raise ValueError(f"{caller} needs a RoPE model, not {c.scheme!r}")
+        rotary = RotaryEmbedding(
+            c.head_dim, base=c.rope_base, max_positions=c.max_positions, **options
+        ).to(self.embed.weight.device)
         for block in self.blocks:
             block.attention.scheme.encoding = rotary
 

@@ -251,6 +251,8 @@ def run(
     """
     suite = check_suite(name)
     device = check_device(device)
+    # the device's default dtype may have replaced the suite's (a T4's float16)
+    substituted = timing_dtype(suite.gpu_dtype, device)[1] if dtype is None else None
     dtype = check_dtype(suite, dtype, device)
     plan = suite.build(device, dtype, **options)
     if repeats is None:
@@ -275,8 +277,7 @@ def run(
     )
     result.environment["copy_probe_ms"] = {"before": before, "after": after}
     result.busy = busy_reason(result, load_recorded_runs(name))
-    _, substituted = timing_dtype(suite.gpu_dtype, device)
-    if substituted is not None and dtype != DTYPES[suite.gpu_dtype]:
+    if substituted is not None:
         result.notes.insert(0, substituted)
     if suite.report is not None:
         result.notes.extend(suite.report(result))
