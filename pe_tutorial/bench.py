@@ -52,6 +52,7 @@ __all__ = [
     "copy_probe",
     "PROBE_BYTES",
     "measure",
+    "within_noise",
     "time_function",
     "format_bytes",
     "format_table",
@@ -359,6 +360,11 @@ def copy_probe(device: torch.device | str, *, nbytes: int = PROBE_BYTES) -> floa
     return statistics.median(_time_once(case.fn, device) for _ in range(7))
 
 
+def _spread(times_ms: list[float]) -> float:
+    """Interquartile range over the median of ``times_ms`` (``Timing.spread``)."""
+    return Timing("", times_ms).spread
+
+
 def _check_counts(warmup: int, repeats: int) -> None:
     if not isinstance(warmup, int) or not isinstance(repeats, int):
         raise ValueError(
@@ -377,6 +383,8 @@ def measure(
     warmup: int = 3,
     repeats: int = 20,
     copy_baselines: bool = True,
+    max_seconds: float | None = None,
+    max_repeats: int = 1000,
 ) -> list[Timing]:
     """Time ``cases`` interleaved, each against a copy of its own bytes.
 
@@ -386,8 +394,15 @@ def measure(
     afresh (seeded, so a run is repeatable), so no case always runs first or
     right after the same neighbour: a heavy row that leaves the caches cold
     or memory to be faulted back in does not always slow down the same row.
+
+    With ``max_seconds``, rounds go on after the first ``repeats`` while any
+    row is noisy (``Timing.noisy``), until every row is steady, the timed
+    rounds have taken ``max_seconds`` or ``max_repeats`` rounds have run: a
+    recorded run repeats as long as it needs to, within a time cap.
     """
     _check_counts(warmup, repeats)
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds!r}")
     cases = list(cases)
     if not cases:
         raise ValueError("measure needs at least one Case")
@@ -406,9 +421,17 @@ def measure(
     synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
     order = random.Random(0)
-    for _ in range(repeats):
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or (
+        max_seconds is not None
+        and rounds < max_repeats
+        and time.perf_counter() - start < max_seconds
+        and any(_spread(row) > NOISY_SPREAD for row in times)
+    ):
         for i in order.sample(range(len(everything)), len(everything)):
             times[i].append(_time_once(everything[i].fn, device))
+        rounds += 1
     timings = [
         Timing(
             case.name,
@@ -426,6 +449,17 @@ def measure(
         if timing.bytes_moved in copy_median:
             timing.copy_ms = copy_median[timing.bytes_moved]
     return timings
+
+
+def within_noise(a: Timing, b: Timing) -> bool:
+    """Whether the interquartile ranges of ``a`` and ``b`` overlap.
+
+    Then half the calls of each fall inside the range of the other's middle
+    half, and the run cannot say which is faster: a page says "within noise"
+    and draws no ranking from them (chapter 10).
+    """
+    (a1, a3), (b1, b3) = a.quartiles_ms, b.quartiles_ms
+    return a1 <= b3 and b1 <= a3
 
 
 def time_function(

@@ -236,3 +236,56 @@ def test_format_bytes():
 def test_last_level_cache_is_read_when_the_system_says():
     size = bench.last_level_cache_bytes()
     assert size is None or size >= 2**16
+
+
+def scripted(monkeypatch, script: dict[str, list[float]]):
+    """Cases named after ``script``'s keys whose calls 'take' the scripted times
+    (the last one repeats), so the rounds ``measure`` chooses can be checked."""
+    calls = {name: 0 for name in script}
+
+    def fake_time_once(fn, device):
+        name = fn()
+        times = script[name]
+        calls[name] += 1
+        return times[min(calls[name], len(times)) - 1]
+
+    monkeypatch.setattr(bench, "_time_once", fake_time_once)
+    return [bench.Case(name, lambda name=name: name) for name in script]
+
+
+def test_measure_repeats_while_a_row_is_noisy_up_to_its_caps(monkeypatch):
+    # 'a' alternates 1 and 3 ms for 8 calls, then settles at 2 ms
+    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 4 + [2.0], "b": [5.0]})
+    fixed = bench.measure(cases, device="cpu", warmup=0, repeats=4)
+    assert [len(t.times_ms) for t in fixed] == [4, 4] and fixed[0].noisy
+    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 4 + [2.0], "b": [5.0]})
+    adaptive = bench.measure(
+        cases, device="cpu", warmup=0, repeats=4, max_seconds=60, max_repeats=500
+    )
+    rounds = len(adaptive[0].times_ms)
+    assert 8 < rounds < 500 and not adaptive[0].noisy
+    assert len(adaptive[1].times_ms) == rounds  # every row in every round
+    # it stopped at the first round where the steady calls made the row steady
+    assert adaptive[0].times_ms == [1.0, 3.0] * 4 + [2.0] * (rounds - 8)
+    assert bench.Timing("a", [1.0, 3.0] * 4 + [2.0] * (rounds - 9)).noisy
+    # a row that never settles stops at max_repeats
+    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
+    capped = bench.measure(
+        cases, device="cpu", warmup=0, repeats=4, max_seconds=60, max_repeats=30
+    )
+    assert len(capped[0].times_ms) == 30 and capped[0].noisy
+    # and at the time cap: rounds beyond `repeats` only while time is left
+    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
+    timed = bench.measure(cases, device="cpu", warmup=0, repeats=4, max_seconds=1e-9)
+    assert len(timed[0].times_ms) == 4
+    with pytest.raises(ValueError, match="max_seconds must be positive"):
+        bench.measure(cases, device="cpu", max_seconds=0)
+
+
+def test_rows_are_within_noise_when_their_interquartile_ranges_overlap():
+    a = make_timing([9.0, 10.0, 10.0, 10.0, 11.0])  # IQR 10-10
+    b = make_timing([9.5, 10.0, 10.5, 11.0, 11.5])  # IQR 10-11
+    c = make_timing([11.0, 12.0, 12.0, 12.0, 13.0])  # IQR 12-12
+    assert bench.within_noise(a, b) and bench.within_noise(b, a)
+    assert not bench.within_noise(a, c) and not bench.within_noise(c, a)
+    assert bench.within_noise(b, b)

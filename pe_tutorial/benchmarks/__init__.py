@@ -5,8 +5,10 @@ A chapter's timing cell is one call::
     from pe_tutorial import benchmarks
     benchmarks.show(benchmarks.run("absolute_tables"))
 
-which prints the live table and, under it, every recorded run of the same
-suite that ships with the package (one per device). From a shell::
+which prints every recorded run of the suite that ships with the package (one
+per device), then the live table as "this machine". The prose quotes the
+recorded run of one reference machine, ``benchmarks.quoted(name)``, so it reads
+the same on every build. From a shell::
 
     python -m pe_tutorial.benchmarks rope --device cpu --json out.json
     python -m pe_tutorial.benchmarks --all --record
@@ -18,7 +20,7 @@ with a copy of its own bytes (``pe_tutorial.bench``).
 
 from __future__ import annotations
 
-from . import attention_bias, chapters, rope  # noqa: F401  (register the suites)
+from . import attention_bias, chapters, rope, roofline  # noqa: F401  (register the suites)
 from ._core import (
     SUITES,
     Plan,
@@ -27,6 +29,7 @@ from ._core import (
     WrongResult,
     load_recorded,
     load_recorded_runs,
+    quoted,
     record,
     results_dir,
     run,
@@ -45,6 +48,7 @@ __all__ = [
     "record",
     "load_recorded",
     "load_recorded_runs",
+    "quoted",
     "results_dir",
     "main",
 ]

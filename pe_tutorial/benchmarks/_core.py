@@ -55,6 +55,9 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
     reference: str | None = None
+    # time each case in rounds of its own (copies of different sizes: a large
+    # one flushes the cache a small one would otherwise find warm)
+    separate: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,11 +246,15 @@ def run(
     *,
     warmup: int | None = None,
     repeats: int | None = None,
+    max_seconds: float | None = None,
     **options,
 ) -> SuiteResult:
     """Run suite ``name`` on ``device`` (default: the GPU if any) and return its result.
 
-    ``options`` go to the suite's builder (sizes; see each suite's docstring).
+    ``repeats`` rounds are timed (the suite's default for the device); with
+    ``max_seconds``, more follow while a row is noisy, up to that time
+    (``bench.measure``), as a recording does. ``options`` go to the suite's
+    builder (sizes; see each suite's docstring).
     """
     suite = check_suite(name)
     device = check_device(device)
@@ -258,12 +265,18 @@ def run(
     if repeats is None:
         repeats = suite.repeats if device.type == "cuda" else suite.cpu_repeats
     before = bench.copy_probe(device)
-    timings = bench.measure(
-        plan.cases,
-        device=device,
-        warmup=suite.warmup if warmup is None else warmup,
-        repeats=repeats,
-    )
+    groups = [[case] for case in plan.cases] if plan.separate else [plan.cases]
+    timings = [
+        timing
+        for group in groups
+        for timing in bench.measure(
+            group,
+            device=device,
+            warmup=suite.warmup if warmup is None else warmup,
+            repeats=repeats,
+            max_seconds=None if max_seconds is None else max_seconds / len(groups),
+        )
+    ]
     after = bench.copy_probe(device)
     command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
     result = SuiteResult(
@@ -348,35 +361,71 @@ def load_recorded(name: str, directory: str | Path | None = None) -> SuiteResult
     return runs[0] if runs else None
 
 
+# The machine whose recorded runs the chapters' prose quotes: a 2-core CPU of the
+# kind the book is built on. Its numbers are fixed in the package, so the text
+# says the same on every build; the live run is shown beside them.
+QUOTED_DEVICE = "cpu-intel-r-xeon-r-processor-2-threads"
+
+
+def quoted(name: str, directory: str | Path | None = None) -> SuiteResult:
+    """The recorded run of suite ``name`` that the book's prose quotes (``QUOTED_DEVICE``).
+
+    A chapter reads its numbers, verdicts and asserts from this run, never
+    from the live one, so two builds on different machines or days print the
+    same sentences. FileNotFoundError, saying how to record it, if the
+    package has none.
+    """
+    check_suite(name)
+    folder = Path(directory) if directory is not None else results_dir()
+    path = folder / f"bench-{name}--{QUOTED_DEVICE}.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no recorded run of {name!r} on the quoted machine ({QUOTED_DEVICE}) in "
+            f"{folder}; record it there with: python -m pe_tutorial.benchmarks "
+            f"{name} --device cpu --record"
+        )
+    return SuiteResult.from_dict(json.loads(path.read_text()))
+
+
+def _title(run: SuiteResult, what: str) -> str:
+    env = run.environment
+    return f"{what}: {env.get('device_name')}, {env.get('date', '')[:10]} ({run.command}):"
+
+
 # The invitation to record a GPU is printed once per process: once per chapter.
 _invited: set[str] = set()
 INVITATION = (
-    "No GPU run of these suites ships with this version. With a GPU (Colab's "
-    "included), one command times every suite and adds your device's tables to "
-    "every chapter:\n"
+    "On a GPU (Colab's included), one command times every suite and adds your "
+    "device's tables to every chapter:\n"
     "  python -m pe_tutorial.benchmarks --all --record"
 )
 
 
 def show(result: SuiteResult, *, directory: str | Path | None = None) -> None:
-    """Print a live result and, under it, every recorded run of the same suite.
+    """Print the recorded runs of ``result``'s suite, then ``result`` as "this machine".
 
-    Where no GPU run is recorded, an invitation to record one is printed, once
-    per process (a chapter's kernel).
+    First the run the text quotes (``quoted``), then every other recorded
+    device (GPUs first), then the live run. A live run whose machine was busy
+    is headed by why (its numbers are not evidence). Where no GPU run is
+    recorded, an invitation to add one is printed, once per process (a
+    chapter's kernel).
     """
+    recorded = load_recorded_runs(result.suite, directory)
+    first = [r for r in recorded if device_slug(r.environment) == QUOTED_DEVICE]
+    others = [r for r in recorded if r not in first]
+    for run in first:
+        print(run.table(_title(run, "recorded run, quoted in the text")))
+        print()
+    for run in others:
+        print(run.table(_title(run, "recorded run")))
+        print()
     if result.busy:
         warning = (
             f"This machine was busy while the suite ran: {result.busy}. Its numbers "
-            "are not evidence; read the recorded runs below."
+            "are not evidence; the text reads the recorded run."
         )
         print(textwrap.fill(warning, width=88))
-    print(result.table("live run on this machine:"))
-    recorded = load_recorded_runs(result.suite, directory)
-    for run in recorded:
-        env = run.environment
-        title = f"recorded run: {env.get('device_name')}, {env.get('date', '')[:10]}"
-        print()
-        print(run.table(title + f" ({run.command}):"))
+    print(result.table("this machine, now:"))
     on_gpu = any(
         str(r.environment.get("device", "")).startswith("cuda") for r in recorded
     )

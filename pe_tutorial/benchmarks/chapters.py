@@ -113,14 +113,20 @@ def binary_tables(
     dtype: torch.dtype,
     *,
     num_positions: int | None = None,
-    num_bits: int = 512,
+    num_bits: int | None = None,
 ) -> Plan:
     """The binary table as float32 (``binary_encoding``) and the same bits as bytes (chapter 3).
 
-    Both compute the same bits; the float table writes 4 bytes per bit, the
-    byte table 1, so the table's size, not the arithmetic, sets the cost.
+    The codes of a whole context: 2**16 positions on a CPU, 2**20 on a GPU,
+    each in the ``log2`` of that many bits, every column used (by default
+    ``num_bits`` is the fewest that number the positions). Both compute the
+    same bits; the float table writes 4 bytes per bit, the byte table 1, so
+    the table's size, not the arithmetic, sets the cost.
     """
-    num_positions, num_bits = _table_size(device, num_positions, num_bits)
+    if num_positions is None:
+        num_positions = 2**20 if _on_gpu(device) else 2**16
+    if num_bits is None:
+        num_bits = max(1, (num_positions - 1).bit_length())
     check = _bits_as_bytes(num_positions, num_bits, device)
     if not torch.equal(check.float(), binary_encoding(num_positions, num_bits)):
         raise AssertionError("the byte table's bits differ from binary_encoding's")
@@ -151,9 +157,11 @@ def absolute_tables(
     num_positions: int | None = None,
     dim: int = 512,
 ) -> Plan:
-    """Build each absolute table of chapters 2-4, and look rows up in a stored one (chapter 4).
+    """Build the absolute tables of width d_model (chapters 2 and 4), and look rows
+    up in a stored one (chapter 4).
 
     Building writes ``N x d`` floats; a lookup reads as many and writes as many.
+    (The binary code has only ``log2 N`` columns: chapter 3 times it.)
     """
     num_positions, dim = _table_size(device, num_positions, dim)
     shapes = {"table": [num_positions, dim]}
@@ -164,13 +172,6 @@ def absolute_tables(
         Case(
             "integer table",
             lambda: integer_encoding(num_positions, dim, device=device),
-            shapes,
-            "float32",
-            nbytes,
-        ),
-        Case(
-            "binary table",
-            lambda: binary_encoding(num_positions, num_bits=dim, device=device),
             shapes,
             "float32",
             nbytes,
@@ -467,7 +468,9 @@ def copy_sizes(
             cache = bench.last_level_cache_bytes() or 2**24
             sizes = [2**p for p in range(18, 31) if 2**p <= 4 * cache]
     cases = [bench.copy_case(nbytes, device) for nbytes in sizes]
-    return Plan(cases, settings={"sizes": sizes})
+    # each size in its own rounds: interleaved, a large copy would evict what a
+    # small one left in cache, and the small ones would never run from cache
+    return Plan(cases, settings={"sizes": sizes}, separate=True)
 
 
 register(Suite("copy_sizes", "10", "copy bandwidth from cache to memory", copy_sizes))

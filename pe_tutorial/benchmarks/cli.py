@@ -22,6 +22,9 @@ from tqdm import tqdm
 
 from . import _core
 
+# a recorded run times rounds while a row is noisy, up to this long a suite
+RECORD_SECONDS = 60.0
+
 
 def _parser() -> argparse.ArgumentParser:
     suites = "\n".join(
@@ -61,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
         help="with --record, keep a run even when the machine was busy",
     )
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="go on timing rounds while a row is noisy, up to this many seconds a "
+        f"suite (default with --record: {RECORD_SECONDS:.0f})",
+    )
     return parser
 
 
@@ -94,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             _core.check_dtype(suites[0], args.dtype, device)
         if args.repeats is not None and args.repeats < 1:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
+        if args.max_seconds is not None and not args.max_seconds > 0:
+            raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
     except ValueError as error:
         parser.error(str(error))
     targets = [Path(args.json).parent] if args.json else []
@@ -103,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         problem = _writable(folder)
         if problem:
             parser.error(problem)
+    max_seconds = args.max_seconds
+    if max_seconds is None and args.record:
+        max_seconds = RECORD_SECONDS
     bar = tqdm(
         suites, desc="suites", unit="suite", disable=not args.all, file=sys.stderr
     )
@@ -110,7 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix(suite=suite.name)
         start = time.perf_counter()
         dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
-        result = _core.run(suite.name, device, dtype, repeats=args.repeats)
+        result = _core.run(
+            suite.name, device, dtype, repeats=args.repeats, max_seconds=max_seconds
+        )
         print(result.table())
         if args.json:
             path = Path(args.json)
