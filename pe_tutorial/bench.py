@@ -61,6 +61,8 @@ __all__ = [
 
 # A row whose interquartile range exceeds this fraction of its median is marked.
 NOISY_SPREAD = 0.25
+# how much longer the samples of a row that stays noisy get (bench.measure)
+BATCH_GROWTH = 4
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,10 @@ class Case:
 
 @dataclass
 class Timing:
-    """One measured row: per-call times in milliseconds and what was measured.
+    """One measured row: times per call in milliseconds and what was measured.
+
+    Each of ``times_ms`` is one call, or the mean of ``calls_per_sample``
+    calls in a row where single calls disagreed too much (``measure``).
 
     ``copy_ms`` is the median time of a copy moving the same bytes, timed in
     the same run (None when the row has no byte count).
@@ -233,6 +238,8 @@ class Timing:
     bytes_moved: int | None = None
     copy_ms: float | None = None
     is_copy: bool = False
+    # each of times_ms is the mean of this many calls in a row (bench.measure)
+    calls_per_sample: int = 1
 
     @property
     def median_ms(self) -> float:
@@ -295,19 +302,22 @@ class Timing:
 # ---------------------------------------------------------------------------
 
 
-def _time_once(fn: Callable[[], object], device: torch.device) -> float:
-    """Milliseconds for one call, the device synchronised before and after."""
+def _time_once(fn: Callable[[], object], device: torch.device, calls: int = 1) -> float:
+    """Milliseconds per call of ``calls`` calls in a row, the device synchronised
+    before and after them."""
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end)
+        return start.elapsed_time(end) / calls
     begin = time.perf_counter()
-    fn()
-    return (time.perf_counter() - begin) * 1e3
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - begin) * 1e3 / calls
 
 
 def format_bytes(nbytes: int) -> str:
@@ -398,7 +408,12 @@ def measure(
     With ``max_seconds``, rounds go on after the first ``repeats`` while any
     row is noisy (``Timing.noisy``), until every row is steady, the timed
     rounds have taken ``max_seconds`` or ``max_repeats`` rounds have run: a
-    recorded run repeats as long as it needs to, within a time cap.
+    recorded run repeats as long as it needs to, within a time cap. A row
+    whose calls still disagree after ``2 * repeats`` samples (some calls pay
+    a page fault or a cache miss that others do not) starts again with
+    samples that each average ``BATCH_GROWTH`` times as many calls in a row
+    (``Timing.calls_per_sample``): the mean of a few calls varies less than
+    one call, as in ``timeit``.
     """
     _check_counts(warmup, repeats)
     if max_seconds is not None and not max_seconds > 0:
@@ -420,6 +435,7 @@ def measure(
             case.fn()
     synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
+    calls = [1] * len(everything)  # calls in a row that one sample averages
     order = random.Random(0)
     start = time.perf_counter()
     rounds = 0
@@ -427,11 +443,17 @@ def measure(
         max_seconds is not None
         and rounds < max_repeats
         and time.perf_counter() - start < max_seconds
-        and any(_spread(row) > NOISY_SPREAD for row in times)
+        and any(len(row) < repeats or _spread(row) > NOISY_SPREAD for row in times)
     ):
         for i in order.sample(range(len(everything)), len(everything)):
-            times[i].append(_time_once(everything[i].fn, device))
+            times[i].append(_time_once(everything[i].fn, device, calls[i]))
         rounds += 1
+        if max_seconds is None:
+            continue
+        for i, row in enumerate(times):
+            if len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD:
+                calls[i] *= BATCH_GROWTH
+                row.clear()
     timings = [
         Timing(
             case.name,
@@ -440,8 +462,9 @@ def measure(
             dtype=case.dtype,
             bytes_moved=case.bytes_moved,
             is_copy=case.is_copy,
+            calls_per_sample=case_calls,
         )
-        for case, case_times in zip(everything, times)
+        for case, case_times, case_calls in zip(everything, times, calls)
     ]
     # a copy among the cases is its own baseline (and that of rows of its size)
     copy_median = {t.bytes_moved: t.median_ms for t in timings if t.is_copy}
@@ -572,13 +595,15 @@ def _table_header(
 
 def _own_settings(t: Timing, show_shapes: bool, show_dtype: bool) -> list[str]:
     """A row's shapes and dtype, printed under it when the rows do not share them."""
-    if t.is_copy:
-        return []
     extra = []
+    if t.calls_per_sample > 1:
+        extra.append(f"each time the mean of {t.calls_per_sample} calls in a row")
+    if t.is_copy:
+        return extra
     if show_shapes and t.shapes:
-        extra.append(_shape_text(t.shapes))
+        extra.insert(0, _shape_text(t.shapes))
     if show_dtype and t.dtype:
-        extra.append(t.dtype)
+        extra.insert(1 if show_shapes and t.shapes else 0, t.dtype)
     return extra
 
 

@@ -239,47 +239,56 @@ def test_last_level_cache_is_read_when_the_system_says():
 
 
 def scripted(monkeypatch, script: dict[str, list[float]]):
-    """Cases named after ``script``'s keys whose calls 'take' the scripted times
+    """Cases named after ``script``'s keys whose samples 'take' the scripted times
     (the last one repeats), so the rounds ``measure`` chooses can be checked."""
-    calls = {name: 0 for name in script}
+    samples = {name: 0 for name in script}
+    batches = {name: [] for name in script}
 
-    def fake_time_once(fn, device):
+    def fake_time_once(fn, device, calls=1):
         name = fn()
         times = script[name]
-        calls[name] += 1
-        return times[min(calls[name], len(times)) - 1]
+        samples[name] += 1
+        batches[name].append(calls)
+        return times[min(samples[name], len(times)) - 1]
 
     monkeypatch.setattr(bench, "_time_once", fake_time_once)
-    return [bench.Case(name, lambda name=name: name) for name in script]
+    return [bench.Case(name, lambda name=name: name) for name in script], batches
 
 
 def test_measure_repeats_while_a_row_is_noisy_up_to_its_caps(monkeypatch):
-    # 'a' alternates 1 and 3 ms for 8 calls, then settles at 2 ms
-    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 4 + [2.0], "b": [5.0]})
+    # 'a' alternates 1 and 3 ms for 8 samples, then settles at 2 ms
+    script = {"a": [1.0, 3.0] * 4 + [2.0], "b": [5.0]}
+    cases, _ = scripted(monkeypatch, script)
     fixed = bench.measure(cases, device="cpu", warmup=0, repeats=4)
     assert [len(t.times_ms) for t in fixed] == [4, 4] and fixed[0].noisy
-    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 4 + [2.0], "b": [5.0]})
+    cases, batches = scripted(monkeypatch, script)
     adaptive = bench.measure(
         cases, device="cpu", warmup=0, repeats=4, max_seconds=60, max_repeats=500
     )
-    rounds = len(adaptive[0].times_ms)
-    assert 8 < rounds < 500 and not adaptive[0].noisy
-    assert len(adaptive[1].times_ms) == rounds  # every row in every round
-    # it stopped at the first round where the steady calls made the row steady
-    assert adaptive[0].times_ms == [1.0, 3.0] * 4 + [2.0] * (rounds - 8)
-    assert bench.Timing("a", [1.0, 3.0] * 4 + [2.0] * (rounds - 9)).noisy
-    # a row that never settles stops at max_repeats
-    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
+    # noisy after 2 x 4 samples: 'a' starts again with samples of 4 calls, and
+    # stops once it has 4 steady ones; 'b' ran in every round
+    assert adaptive[0].times_ms == [2.0] * 4 and adaptive[0].calls_per_sample == 4
+    assert batches["a"] == [1] * 8 + [4] * 4
+    assert len(adaptive[1].times_ms) == 12 and adaptive[1].calls_per_sample == 1
+    # a row that never settles stops at max_repeats, its samples ever longer
+    cases, batches = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
     capped = bench.measure(
         cases, device="cpu", warmup=0, repeats=4, max_seconds=60, max_repeats=30
     )
-    assert len(capped[0].times_ms) == 30 and capped[0].noisy
+    assert len(batches["a"]) == 30 and capped[0].noisy
+    assert capped[0].calls_per_sample == 64 and len(capped[0].times_ms) == 6
     # and at the time cap: rounds beyond `repeats` only while time is left
-    cases = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
+    cases, _ = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
     timed = bench.measure(cases, device="cpu", warmup=0, repeats=4, max_seconds=1e-9)
     assert len(timed[0].times_ms) == 4
     with pytest.raises(ValueError, match="max_seconds must be positive"):
         bench.measure(cases, device="cpu", max_seconds=0)
+
+
+def test_a_sample_of_several_calls_is_their_mean():
+    calls = []
+    mean = bench._time_once(lambda: calls.append(1), torch.device("cpu"), calls=5)
+    assert len(calls) == 5 and mean >= 0
 
 
 def test_rows_are_within_noise_when_their_interquartile_ranges_overlap():

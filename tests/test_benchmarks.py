@@ -278,9 +278,11 @@ def test_all_records_one_file_per_suite_with_its_environment(
 ):
     real_run = _core.run
     ran = []
+    asked = {}
 
     def small_run(name, device, dtype, **kwargs):
         ran.append(name)
+        asked[name] = kwargs
         result = real_run(
             "integer_tables", device, None, warmup=0, repeats=1, num_positions=8, dim=4
         )
@@ -292,6 +294,9 @@ def test_all_records_one_file_per_suite_with_its_environment(
     argv = ["--all", "--device", "cpu", "--record", "--out", str(out)]
     assert benchmarks.main(argv) == 0
     assert ran == sorted(benchmarks.SUITES)
+    # a recording times three times the suite's rounds, then more while noisy
+    rope = benchmarks.SUITES["rope"]
+    assert asked["rope"] == {"repeats": 3 * rope.cpu_repeats, "max_seconds": 60.0}
     printed = capsys.readouterr().out
     assert all(f"{name}: " in printed for name in benchmarks.SUITES)  # time per suite
     files = sorted(out.glob("bench-*--cpu-*.json"))
@@ -563,3 +568,28 @@ def test_a_busy_run_is_not_recorded_unless_forced(monkeypatch, tmp_path, capsys)
     assert not list(tmp_path.glob("bench-absolute_tables*.json"))
     assert main([*options, "--record", "--force"]) == 0
     assert len(list(tmp_path.glob("bench-absolute_tables*.json"))) == 1
+
+
+def test_copy_regimes_are_found_where_the_bandwidth_drops():
+    from pe_tutorial.benchmarks.chapters import copy_regimes
+
+    def copy(nbytes, gb_s):
+        ms = nbytes / (gb_s * 1e9) * 1e3
+        return bench.Timing(f"copy {nbytes}", [ms], bytes_moved=nbytes, is_copy=True)
+
+    # a small copy's fixed cost, a cache plateau, then memory from 128 MiB on
+    sizes = {2**18: 70.0, 2**20: 137.0, 2**23: 58.0, 2**27: 27.8, 2**28: 26.0, 2**30: 26.9}
+    result = benchmarks.SuiteResult(
+        "copy_sizes", {"device": "cpu"}, [copy(n, b) for n, b in sizes.items()]
+    )
+    regimes = copy_regimes(result)
+    assert regimes["memory_from_bytes"] == 2**27
+    assert regimes["memory_gb_s"] == pytest.approx(26.9)
+    assert regimes["cache_gb_s"] == pytest.approx(137.0)
+    # where every size is as slow as memory, memory starts at the smallest
+    flat = benchmarks.SuiteResult(
+        "copy_sizes", {"device": "cpu"}, [copy(n, 20.0) for n in (2**20, 2**24)]
+    )
+    assert copy_regimes(flat)["memory_from_bytes"] == 2**20
+    with pytest.raises(ValueError, match="two sizes or more"):
+        copy_regimes(benchmarks.SuiteResult("copy_sizes", {}, [copy(2**20, 1.0)]))

@@ -474,3 +474,32 @@ def copy_sizes(
 
 
 register(Suite("copy_sizes", "10", "copy bandwidth from cache to memory", copy_sizes))
+
+
+# a copy is "from memory" when its bandwidth is within this factor of the largest copy's
+MEMORY_BAND = 1.25
+
+
+def copy_regimes(result) -> dict[str, float]:
+    """Where copies stop fitting in cache, read from a ``copy_sizes`` run (chapter 10).
+
+    ``memory_gb_s`` is the bandwidth of the largest copy; ``memory_from_bytes``
+    the smallest size from which every larger copy is within ``MEMORY_BAND``
+    of it (from there on, the caches no longer help); ``cache_gb_s`` the best
+    bandwidth of any smaller copy. Measured, not read from sysfs: a virtual
+    machine reports the whole chip's last-level cache, shared with other
+    tenants, and a benchmark needs the size where the copy really slows down.
+    """
+    copies = sorted((t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved)
+    if len(copies) < 2:
+        raise ValueError("copy_regimes needs a copy_sizes run of two sizes or more")
+    memory = copies[-1].bandwidth_gb_s
+    start = len(copies) - 1
+    while start > 0 and copies[start - 1].bandwidth_gb_s <= MEMORY_BAND * memory:
+        start -= 1
+    smaller = [t.bandwidth_gb_s for t in copies[:start]] or [memory]
+    return {
+        "memory_gb_s": memory,
+        "memory_from_bytes": copies[start].bytes_moved,
+        "cache_gb_s": max(smaller),
+    }

@@ -22,7 +22,9 @@ from tqdm import tqdm
 
 from . import _core
 
-# a recorded run times rounds while a row is noisy, up to this long a suite
+# a recorded run times this many times the suite's rounds, then more while a
+# row is noisy, up to RECORD_SECONDS a suite
+RECORD_ROUNDS = 3
 RECORD_SECONDS = 60.0
 
 
@@ -125,8 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix(suite=suite.name)
         start = time.perf_counter()
         dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
+        repeats = args.repeats
+        if repeats is None and args.record:
+            default = suite.repeats if device.type == "cuda" else suite.cpu_repeats
+            repeats = RECORD_ROUNDS * default
         result = _core.run(
-            suite.name, device, dtype, repeats=args.repeats, max_seconds=max_seconds
+            suite.name, device, dtype, repeats=repeats, max_seconds=max_seconds
         )
         print(result.table())
         if args.json:
