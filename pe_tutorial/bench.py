@@ -53,6 +53,7 @@ __all__ = [
     "PROBE_BYTES",
     "measure",
     "within_noise",
+    "ratio_text",
     "time_function",
     "format_bytes",
     "format_table",
@@ -483,6 +484,17 @@ def within_noise(a: Timing, b: Timing) -> bool:
     """
     (a1, a3), (b1, b3) = a.quartiles_ms, b.quartiles_ms
     return a1 <= b3 and b1 <= a3
+
+
+def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
+    """``a``'s median over ``b``'s for a sentence: ``'1.42 times'``, or
+    ``'1.08 times (within noise)'`` when their interquartile ranges overlap.
+
+    A page glues this instead of the bare ratio, so a sentence never ranks
+    two rows that the run cannot tell apart (chapter 10).
+    """
+    text = f"{a.ratio_to(b):.{digits}f} times"
+    return text + " (within noise)" if within_noise(a, b) else text
 
 
 def time_function(

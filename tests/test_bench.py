@@ -298,3 +298,11 @@ def test_rows_are_within_noise_when_their_interquartile_ranges_overlap():
     assert bench.within_noise(a, b) and bench.within_noise(b, a)
     assert not bench.within_noise(a, c) and not bench.within_noise(c, a)
     assert bench.within_noise(b, b)
+
+
+def test_ratio_text_says_within_noise_where_the_rows_overlap():
+    a = make_timing([9.0, 10.0, 10.0, 10.0, 11.0])
+    b = make_timing([9.5, 10.0, 10.5, 11.0, 11.5])
+    c = make_timing([19.0, 20.0, 20.0, 20.0, 21.0])
+    assert bench.ratio_text(c, a) == "2.00 times"
+    assert bench.ratio_text(b, a, digits=1) == "1.1 times (within noise)"

@@ -40,6 +40,8 @@ def test_every_chapter_suite_is_registered():
     chapters = {s.chapter for s in benchmarks.SUITES.values()}
     assert {"1", "2", "3", "4", "5", "6", "7", "8", "9"} <= chapters
     assert set(TINY) <= set(benchmarks.SUITES)
+    # each says in one line why it times the sizes it does
+    assert all(s.why and len(s.why) < 88 for s in benchmarks.SUITES.values())
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
@@ -55,6 +57,7 @@ def test_each_chapter_suite_runs_and_says_what_it_timed(name):
             assert t.copy_ms == copies[t.bytes_moved]
     table = result.table()
     assert table.splitlines()[0].startswith(result.environment["device_name"])
+    assert f"sizes: {benchmarks.SUITES[name].why}" in table
     assert all(t.name in table for t in result.timings)
     assert max(len(line) for line in table.splitlines()) <= 88
 
@@ -75,6 +78,17 @@ def test_byte_counts_follow_the_formulas():
         "binary_tables", "cpu", warmup=0, repeats=1, num_positions=16, num_bits=8
     )
     assert bits.timing("the same bits as uint8").bytes_moved == 16 * 8
+
+
+def test_copy_for_finds_the_copy_of_a_rows_bytes():
+    result = benchmarks.run(
+        "absolute_tables", "cpu", warmup=0, repeats=1, num_positions=16, dim=8
+    )
+    lookup = result.timing("lookup in a stored table")
+    copy = result.copy_for(lookup)
+    assert copy.is_copy and copy.bytes_moved == lookup.bytes_moved
+    with pytest.raises(ValueError, match="no copy of 'x'"):
+        result.copy_for(bench.Timing("x", [1.0], bytes_moved=3))
 
 
 def test_attention_suites_compare_with_the_unbiased_kernel():
@@ -578,7 +592,14 @@ def test_copy_regimes_are_found_where_the_bandwidth_drops():
         return bench.Timing(f"copy {nbytes}", [ms], bytes_moved=nbytes, is_copy=True)
 
     # a small copy's fixed cost, a cache plateau, then memory from 128 MiB on
-    sizes = {2**18: 70.0, 2**20: 137.0, 2**23: 58.0, 2**27: 27.8, 2**28: 26.0, 2**30: 26.9}
+    sizes = {
+        2**18: 70.0,
+        2**20: 137.0,
+        2**23: 58.0,
+        2**27: 27.8,
+        2**28: 26.0,
+        2**30: 26.9,
+    }
     result = benchmarks.SuiteResult(
         "copy_sizes", {"device": "cpu"}, [copy(n, b) for n, b in sizes.items()]
     )

@@ -20,7 +20,7 @@ with a copy of its own bytes (``pe_tutorial.bench``).
 
 from __future__ import annotations
 
-from . import attention_bias, chapters, rope, roofline  # noqa: F401  (register the suites)
+from . import attention_bias, chapters, roofline, rope  # noqa: F401  (register the suites)
 from ._core import (
     SUITES,
     Plan,

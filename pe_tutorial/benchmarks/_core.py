@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -75,6 +76,8 @@ class Suite:
     cpu_repeats: int = 10
     # lines printed under the table from the measured rows (e.g. targets met)
     report: Callable[[SuiteResult], list[str]] | None = None
+    # why these sizes, in one line: what a model would use them for
+    why: str = ""
 
 
 SUITES: dict[str, Suite] = {}
@@ -108,8 +111,11 @@ class SuiteResult:
             title=title,
             reference=self.reference,
         )
+        suite = SUITES.get(self.suite)
+        why = [f"sizes: {suite.why}"] if suite is not None and suite.why else []
         notes = [
-            textwrap.fill(note, width=88, subsequent_indent="  ") for note in self.notes
+            textwrap.fill(note, width=88, subsequent_indent="  ")
+            for note in why + self.notes
         ]
         return "\n".join([text, *notes])
 
@@ -120,6 +126,13 @@ class SuiteResult:
                 return timing
         names = [t.name for t in self.timings]
         raise ValueError(f"no row {name!r} in suite {self.suite!r}; rows: {names}")
+
+    def copy_for(self, timing: bench.Timing) -> bench.Timing:
+        """The copy row that moved the same bytes as ``timing`` in this run."""
+        for row in self.timings:
+            if row.is_copy and row.bytes_moved == timing.bytes_moved:
+                return row
+        raise ValueError(f"no copy of {timing.name!r}'s bytes in suite {self.suite!r}")
 
     def to_dict(self) -> dict:
         return {
@@ -389,7 +402,9 @@ def quoted(name: str, directory: str | Path | None = None) -> SuiteResult:
 
 def _title(run: SuiteResult, what: str) -> str:
     env = run.environment
-    return f"{what}: {env.get('device_name')}, {env.get('date', '')[:10]} ({run.command}):"
+    return (
+        f"{what}: {env.get('device_name')}, {env.get('date', '')[:10]} ({run.command}):"
+    )
 
 
 # The invitation to record a GPU is printed once per process: once per chapter.
@@ -433,3 +448,6 @@ def show(result: SuiteResult, *, directory: str | Path | None = None) -> None:
         _invited.add("gpu")
         print()
         print(INVITATION)
+    # a process forked later (a compiler's worker) must not inherit these lines
+    # unwritten and print them again when it exits
+    sys.stdout.flush()

@@ -120,8 +120,8 @@ def binary_tables(
     The codes of a whole context: 2**16 positions on a CPU, 2**20 on a GPU,
     each in the ``log2`` of that many bits, every column used (by default
     ``num_bits`` is the fewest that number the positions). Both compute the
-    same bits; the float table writes 4 bytes per bit, the byte table 1, so
-    the table's size, not the arithmetic, sets the cost.
+    same bits; the float table writes 4 bytes per bit, the byte table 1, and
+    each is compared with a copy of its own bytes.
     """
     if num_positions is None:
         num_positions = 2**20 if _on_gpu(device) else 2**16
@@ -325,15 +325,22 @@ def _bias_attention_plan(device, dtype, shape, schemes: dict, flex_scheme) -> Pl
         )
     notes = []
     if flex_available():
+        # eager Flex beside eager Flex: its bias's cost is read like with like
         label, scheme = flex_scheme
-        cases.append(
-            Case(
-                f"Flex, {label} score_mod (eager)",
-                lambda: attend(q, k, v, scheme, causal=True, kernel="flex"),
-                shapes,
-                name,
+        for row, flex_scheme_or_none in (
+            ("Flex, no score_mod (eager)", None),
+            (f"Flex, {label} score_mod (eager)", scheme),
+        ):
+            cases.append(
+                Case(
+                    row,
+                    lambda s=flex_scheme_or_none: attend(
+                        q, k, v, s, causal=True, kernel="flex"
+                    ),
+                    shapes,
+                    name,
+                )
             )
-        )
     else:
         notes.append("Flex row skipped: this torch has no FlexAttention")
     for case in cases:
@@ -349,7 +356,8 @@ def alibi_attention(
     *,
     shape: tuple[int, int, int, int] | None = None,
 ) -> Plan:
-    """Causal attention with no bias, a materialised ALiBi bias, and Flex's score_mod (chapter 7)."""
+    """Causal attention with no bias and a materialised ALiBi bias through SDPA, and
+    eager Flex without and with ALiBi's score_mod (chapter 7)."""
     shape = attention_shape(device, shape, dtype)
     scheme = ALiBiScheme(ALiBiBias(shape[1])).to(device)
     return _bias_attention_plan(
@@ -363,7 +371,8 @@ def relative_attention(
     *,
     shape: tuple[int, int, int, int] | None = None,
 ) -> Plan:
-    """Causal attention with materialised T5 and Shaw biases, and T5 through Flex (chapter 8)."""
+    """Causal attention with no bias and materialised T5 and Shaw biases through SDPA,
+    and eager Flex without and with T5's score_mod (chapter 8)."""
     shape = attention_shape(device, shape, dtype)
     t5 = T5BiasScheme(T5RelativeBias(shape[1], bidirectional=False)).to(device)
     shaw = ShawScheme(ShawRelativePosition(16, shape[-1])).to(device)
@@ -413,22 +422,54 @@ def train_step(
 
 
 for _suite in (
-    Suite("attention_lengths", "1", "attention at growing lengths", attention_lengths),
-    Suite("integer_tables", "2", "raw and normalised integer tables", integer_tables),
-    Suite("binary_tables", "3", "binary table as floats and as bytes", binary_tables),
-    Suite("absolute_tables", "4", "building and looking up tables", absolute_tables),
-    Suite("shift_matrix", "5", "p + k by recomputing or by M_k", shift_matrix),
+    Suite(
+        "attention_lengths",
+        "1",
+        "attention at growing lengths",
+        attention_lengths,
+        why="lengths of a short context, far enough apart for T^2 to take over",
+    ),
+    Suite(
+        "integer_tables",
+        "2",
+        "raw and normalised integer tables",
+        integer_tables,
+        why="a 2048-token context at width 512: the table a small model adds",
+    ),
+    Suite(
+        "binary_tables",
+        "3",
+        "binary table as floats and as bytes",
+        binary_tables,
+        why="the codes of a 2^16-token context (2^20 on a GPU), every bit column used",
+    ),
+    Suite(
+        "absolute_tables",
+        "4",
+        "building and looking up tables",
+        absolute_tables,
+        why="a 2048-token context at width 512: the table a small model adds",
+    ),
+    Suite(
+        "shift_matrix",
+        "5",
+        "p + k by recomputing or by M_k",
+        shift_matrix,
+        why="the same 2048 x 512 table, shifted by k positions",
+    ),
     Suite(
         "rope_implementations",
         "6",
         "RoPE: matrix, complex, pairs",
         rope_implementations,
+        why="one sequence of 512 tokens, 8 heads of 64: a small model's layer",
     ),
     Suite(
         "alibi_attention",
         "7",
         "ALiBi: materialised vs score_mod",
         alibi_attention,
+        why="one sequence of 512 tokens, 8 heads of 64: a small model's layer",
         dtypes=("float32", "float16", "bfloat16"),
         gpu_dtype="float16",
         warmup=2,
@@ -439,12 +480,20 @@ for _suite in (
         "8",
         "T5 and Shaw biases",
         relative_attention,
+        why="one sequence of 512 tokens, 8 heads of 64: a small model's layer",
         dtypes=("float32", "float16", "bfloat16"),
         gpu_dtype="float16",
         warmup=2,
         cpu_repeats=5,
     ),
-    Suite("train_step", "9", "one training step per scheme", train_step, warmup=2),
+    Suite(
+        "train_step",
+        "9",
+        "one training step per scheme",
+        train_step,
+        why="chapter 9's quick model on one batch",
+        warmup=2,
+    ),
 ):
     register(_suite)
 
@@ -473,7 +522,15 @@ def copy_sizes(
     return Plan(cases, settings={"sizes": sizes}, separate=True)
 
 
-register(Suite("copy_sizes", "10", "copy bandwidth from cache to memory", copy_sizes))
+register(
+    Suite(
+        "copy_sizes",
+        "10",
+        "copy bandwidth from cache to memory",
+        copy_sizes,
+        why="from inside the smallest cache to past the largest",
+    )
+)
 
 
 # a copy is "from memory" when its bandwidth is within this factor of the largest copy's
@@ -490,7 +547,9 @@ def copy_regimes(result) -> dict[str, float]:
     machine reports the whole chip's last-level cache, shared with other
     tenants, and a benchmark needs the size where the copy really slows down.
     """
-    copies = sorted((t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved)
+    copies = sorted(
+        (t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved
+    )
     if len(copies) < 2:
         raise ValueError("copy_regimes needs a copy_sizes run of two sizes or more")
     memory = copies[-1].bandwidth_gb_s

@@ -74,6 +74,7 @@ register(
         "10",
         "the flop/s and bytes/s this device reaches",
         roofline_suite,
+        why="a square product large enough to run at the speed of the arithmetic",
         dtypes=("float32", "float16", "bfloat16"),
         gpu_dtype="bfloat16",
         warmup=2,
