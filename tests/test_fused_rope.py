@@ -463,16 +463,30 @@ def test_out_receives_the_rotation_and_is_returned(pairing, dtype):
     assert torch.equal(q_out, want_q) and torch.equal(k_out, want_k)
 
 
-def test_the_compiled_out_function_stores_into_the_outputs():
-    # the function compiled for out=, run eagerly (no compile here)
-    q, k = randn(1, 2, 5, 8, seed=32), randn(1, 2, 5, 8, seed=33)
-    cos, sin = rope_cos_sin(torch.arange(5), 8)
+@pytest.mark.parametrize("pairing", PAIRINGS)
+@pytest.mark.parametrize("rotary_dim", [8, 6])
+@pytest.mark.parametrize("kind", ["offset", "per-row"])
+def test_the_compiled_out_function_stores_into_the_outputs(pairing, rotary_dim, kind):
+    # the function compiled for out=, run eagerly (no compile here): every
+    # pairing, partial rotary, per-row positions and fewer key heads (GQA)
+    q, k = randn(2, 4, 5, 8, seed=32), randn(2, 2, 5, 8, seed=33)
+    positions = positions_of(kind, batch=2, seq=5, offset=11)
+    cos, sin = rope_cos_sin(positions, rotary_dim)
     q_out, k_out = torch.zeros_like(q), torch.zeros_like(k)
-    got = fused_rope._rotate_qk_into(q, k, cos, sin, "half", 8, q_out, k_out)
-    want_q, want_k = expected(q, k, None)
+    got = fused_rope._rotate_qk_into(q, k, cos, sin, pairing, rotary_dim, q_out, k_out)
+    want_q, want_k = expected(q, k, positions, pairing=pairing, rotary_dim=rotary_dim)
     assert got[0] is q_out and got[1] is k_out
     torch.testing.assert_close(q_out, want_q, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(k_out, want_k, rtol=1e-6, atol=1e-6)
+
+
+def test_pairs_axis_holds_the_channels_of_pair_views():
+    x = torch.arange(2 * 10.0).reshape(2, 10)
+    for pairing in PAIRINGS:
+        pairs, axis = rope_core.pairs_axis(x, pairing, 8)
+        a, b = rope_core.pair_views(x, pairing, 8)
+        assert torch.equal(pairs.select(axis, 0), a)
+        assert torch.equal(pairs.select(axis, 1), b)
 
 
 def test_bad_out_is_rejected_with_a_reason():
