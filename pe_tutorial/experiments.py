@@ -276,6 +276,7 @@ class _Runner:
         self.corpus, self.segments = stdlib.corpus, stdlib.segments
         # loss by position is kept in bins of 1/16 of the training length
         self.position_bin = max(1, preset.train.seq_len // 16)
+        self.extensions = _Extensions(self)
         self.tasks = _TaskUnits(self)
 
     def data(self, name: str) -> _Data:
@@ -373,12 +374,6 @@ class _Runner:
         variants += [Variant(s, corpus="shakespeare") for s in p.language_schemes]
         return variants
 
-    def extension_stages(self) -> list[tuple[str | None, str]]:
-        p = self.preset
-        return [(m, "zero-shot") for m in (None, *p.extension_methods)] + [
-            (m, "fine-tuned") for m in p.finetune_methods
-        ]
-
     def plan(self) -> list[tuple[str, int, dict, Callable[[], dict]]]:
         """Every unit of work in order: key, training steps, fingerprint, what computes it.
 
@@ -386,6 +381,24 @@ class _Runner:
         stopped between units loses nothing (``RunFile``). The RoPE model's
         unit includes its context-extension variants, which start from it.
         """
+        p = self.preset
+        units = self.language_model_units()
+        if p.lookback:
+            units += self.task_units("lookback")
+        if p.passkey:
+            units += self.task_units("passkey")
+        return units
+
+    def extension_fingerprint(self, stages) -> dict:
+        p = self.preset
+        return {
+            "factor": p.extension_factor,
+            "stages": stages,
+            "finetune_steps": p.finetune_steps,
+        }
+
+    def language_model_units(self) -> list[tuple[str, int, dict, Callable[[], dict]]]:
+        """One unit per variant and seed; RoPE's and the learned table's also extend."""
         p = self.preset
         common = {
             "lengths": p.lengths,
@@ -408,41 +421,33 @@ class _Runner:
                     "seed": seed,
                 }
                 if rope or learned:
-                    fingerprint["extension"] = {
-                        "factor": p.extension_factor,
-                        "stages": self.extension_stages() if rope else "copy",
-                        "finetune_steps": p.finetune_steps,
-                    }
+                    fingerprint["extension"] = self.extension_fingerprint(
+                        self.extensions.stages() if rope else "copy"
+                    )
                 if rope:
                     fingerprint["bands"] = BAND_ABLATIONS
                 compute = functools.partial(self.language_model_unit, variant, seed)
                 units.append((f"lm/{variant.key}/{seed}", steps, fingerprint, compute))
-        if p.lookback:
-            for scheme in p.schemes:
-                model = self.model_config(scheme).to_dict()
-                for seed in p.seeds:
-                    fingerprint = self.tasks.fingerprint("lookback", model, seed)
-                    compute = functools.partial(self.tasks.lookback, scheme, seed)
-                    key = f"lookback/{scheme}/{seed}"
-                    units.append((key, p.lookback["steps"], fingerprint, compute))
-        if p.passkey:
-            for scheme in p.schemes:
-                model = self.model_config(scheme).to_dict()
-                rope = scheme == "rope"
-                steps = p.passkey["steps"]
-                steps += rope * p.finetune_steps * len(p.finetune_methods)
-                for seed in p.seeds:
-                    fingerprint = self.tasks.fingerprint("passkey", model, seed)
-                    if rope:
-                        fingerprint["extension"] = {
-                            "factor": p.extension_factor,
-                            "stages": self.extension_stages(),
-                            "finetune_steps": p.finetune_steps,
-                        }
-                    compute = functools.partial(self.tasks.passkey, scheme, seed)
-                    units.append(
-                        (f"passkey/{scheme}/{seed}", steps, fingerprint, compute)
+        return units
+
+    def task_units(self, task: str) -> list[tuple[str, int, dict, Callable[[], dict]]]:
+        """One unit per scheme and seed of a synthetic task (``lookback``, ``passkey``);
+        the RoPE passkey model is also read with each scaling method."""
+        p = self.preset
+        units = []
+        for scheme in p.schemes:
+            model = self.model_config(scheme).to_dict()
+            extends = task == "passkey" and scheme == "rope"
+            steps = getattr(p, task)["steps"]
+            steps += extends * p.finetune_steps * len(p.finetune_methods)
+            for seed in p.seeds:
+                fingerprint = self.tasks.fingerprint(task, model, seed)
+                if extends:
+                    fingerprint["extension"] = self.extension_fingerprint(
+                        self.extensions.stages()
                     )
+                compute = functools.partial(getattr(self.tasks, task), scheme, seed)
+                units.append((f"{task}/{scheme}/{seed}", steps, fingerprint, compute))
         return units
 
     def variant_config(self, variant: Variant) -> ModelConfig:
@@ -474,95 +479,11 @@ class _Runner:
         self.log(f"{label}, seed {seed}: bpb {_fmt(scores['bpb'])}")
         unit = {"run": run, "parameters": model.num_parameters()}
         if variant == Variant("rope"):
-            unit["extension"] = self.rope_extension(model, seed)
-            unit["bands"] = self.band_ablation(model)
+            unit["extension"] = self.extensions.rope(model, seed)
+            unit["bands"] = self.extensions.bands(model)
         if variant == Variant("learned"):
-            unit["table_extension"] = self.learned_extension(model, seed)
+            unit["table_extension"] = self.extensions.learned_table(model, seed)
         return unit
-
-    def finetune_config(self, seed: int) -> TrainConfig:
-        """Training at ``extension_factor`` times the length, as long as a fine-tune is."""
-        p = self.preset
-        L = p.train.seq_len
-        target = int(p.extension_factor * L)
-        return replace(
-            p.train,
-            steps=p.finetune_steps,
-            seq_len=target,
-            batch_size=max(1, p.train.batch_size * L // target),
-            warmup_steps=max(1, p.finetune_steps // 10),
-            learning_rate=p.train.learning_rate / 3,
-            seed=seed + 1000,
-        )
-
-    def band_ablation(self, model: ByteTransformer) -> dict[str, dict]:
-        """bpb per length with one band of RoPE's frequencies changed (``rope_bands``)."""
-        L = self.preset.train.seq_len
-        c = model.config
-        results = {}
-        for mode in BAND_ABLATIONS:
-            variant = copy.deepcopy(model)
-            bpb = {}
-            for n in self.preset.lengths:
-                variant.set_rope_frequencies(
-                    band_frequencies(
-                        c.head_dim, mode, train_length=L, length=n, base=c.rope_base
-                    )
-                )
-                scored = length_bits_per_byte(
-                    variant, self.segments, [n], device=self.device
-                )
-                bpb[str(n)] = scored[n]["bpb"]
-            results[mode] = bpb
-        return results
-
-    def learned_extension(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
-        """A learned table lengthened by copying its rows, before and after a fine-tune."""
-        tune = self.finetune_config(seed)
-        variant = copy.deepcopy(model)
-        variant.extend_learned_table(tune.seq_len)
-        results = {"copy/zero-shot": self.evaluate(variant)["bpb"]}
-        self.fine_tune(variant, tune, f"fine-tune learned table seed {seed}")
-        results["copy/fine-tuned"] = self.evaluate(variant)["bpb"]
-        return results
-
-    def fine_tune(
-        self,
-        model: ByteTransformer,
-        tune: TrainConfig,
-        description: str,
-        batches: Callable | None = None,
-    ) -> None:
-        """Train ``model`` further in place (on text windows unless ``batches`` is given)."""
-        train(
-            model,
-            batches or self.text_batches(tune),
-            tune,
-            device=self.device,
-            progress=self.progress,
-            description=description,
-        )
-
-    def scaling_for(self, method: str | None) -> RopeScaling | None:
-        if method is None:
-            return None
-        p = self.preset
-        return RopeScaling(
-            method, factor=p.extension_factor, original_max_positions=p.train.seq_len
-        )
-
-    def rope_extension(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
-        """bpb per length of each scaling method on a trained RoPE model, zero-shot and tuned."""
-        tune = self.finetune_config(seed)
-        results = {}
-        for method, stage in self.extension_stages():
-            variant = copy.deepcopy(model)
-            variant.set_rope_scaling(self.scaling_for(method))
-            if stage == "fine-tuned":
-                description = f"fine-tune RoPE {method or 'plain'} seed {seed}"
-                self.fine_tune(variant, tune, description)
-            results[f"{method or 'none'}/{stage}"] = self.evaluate(variant)["bpb"]
-        return results
 
     def assemble(self, units: dict[str, dict]) -> dict:
         """The sections of the results, from the finished units."""
@@ -591,7 +512,7 @@ class _Runner:
             sections["language_model"].append(_entry(fields, runs))
         rope = f"lm/{Variant('rope').key}/{{seed}}"
         if Variant("rope") in self.variants():
-            for method, stage in self.extension_stages():
+            for method, stage in self.extensions.stages():
                 name = f"{method or 'none'}/{stage}"
                 runs = per_seed(rope, lambda u, n=name: {"bpb": u["extension"][n]})
                 fields = {"method": method or "none", "stage": stage}
@@ -616,7 +537,7 @@ class _Runner:
             )
             sections["passkey"].append(_entry({"scheme": scheme}, runs, "accuracy"))
         if p.passkey and "rope" in p.schemes:
-            for method, stage in self.extension_stages():
+            for method, stage in self.extensions.stages():
                 name = f"{method or 'none'}/{stage}"
                 runs = per_seed(
                     "passkey/rope/{seed}",
@@ -645,6 +566,119 @@ class _Runner:
             "lookback": p.lookback,
             "passkey": p.passkey,
         }
+
+
+class _Extensions:
+    """Context extension on trained models (chapter 9): RoPE's scaling methods,
+    zero-shot and after a short fine-tune; a learned table lengthened by copying
+    its rows; RoPE's frequency bands held or dropped (``rope_bands``). The
+    runner supplies the preset, the device, the text and the scoring.
+    """
+
+    def __init__(self, runner: _Runner):
+        self.runner = runner
+        self.preset = runner.preset
+        self.device = runner.device
+
+    def stages(self) -> list[tuple[str | None, str]]:
+        """(method, stage) of every reading: plain RoPE and each method zero-shot,
+        then the methods that are fine-tuned."""
+        p = self.preset
+        return [(m, "zero-shot") for m in (None, *p.extension_methods)] + [
+            (m, "fine-tuned") for m in p.finetune_methods
+        ]
+
+    def finetune_config(self, seed: int) -> TrainConfig:
+        """Training at ``extension_factor`` times the length, as long as a fine-tune is."""
+        p = self.preset
+        L = p.train.seq_len
+        target = int(p.extension_factor * L)
+        return replace(
+            p.train,
+            steps=p.finetune_steps,
+            seq_len=target,
+            batch_size=max(1, p.train.batch_size * L // target),
+            warmup_steps=max(1, p.finetune_steps // 10),
+            learning_rate=p.train.learning_rate / 3,
+            seed=seed + 1000,
+        )
+
+    def bands(self, model: ByteTransformer) -> dict[str, dict]:
+        """bpb per length with one band of RoPE's frequencies changed (``rope_bands``)."""
+        L = self.preset.train.seq_len
+        c = model.config
+        results = {}
+        for mode in BAND_ABLATIONS:
+            variant = copy.deepcopy(model)
+            bpb = {}
+            for n in self.preset.lengths:
+                variant.set_rope_frequencies(
+                    band_frequencies(
+                        c.head_dim, mode, train_length=L, length=n, base=c.rope_base
+                    )
+                )
+                scored = length_bits_per_byte(
+                    variant, self.runner.segments, [n], device=self.device
+                )
+                bpb[str(n)] = scored[n]["bpb"]
+            results[mode] = bpb
+        return results
+
+    def learned_table(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
+        """A learned table lengthened by copying its rows, before and after a fine-tune."""
+        tune = self.finetune_config(seed)
+        variant = copy.deepcopy(model)
+        variant.extend_learned_table(tune.seq_len)
+        results = {"copy/zero-shot": self.runner.evaluate(variant)["bpb"]}
+        self.fine_tune(variant, tune, f"fine-tune learned table seed {seed}")
+        results["copy/fine-tuned"] = self.runner.evaluate(variant)["bpb"]
+        return results
+
+    def fine_tune(
+        self,
+        model: ByteTransformer,
+        tune: TrainConfig,
+        description: str,
+        batches: Callable | None = None,
+    ) -> None:
+        """Train ``model`` further in place (on text windows unless ``batches`` is given)."""
+        train(
+            model,
+            batches or self.runner.text_batches(tune),
+            tune,
+            device=self.device,
+            progress=self.runner.progress,
+            description=description,
+        )
+
+    def scaling_for(
+        self, method: str | None, trained_length: int | None = None
+    ) -> RopeScaling | None:
+        """``method`` set for ``extension_factor`` times ``trained_length`` (default:
+        the language models' training length); None for plain RoPE."""
+        if method is None:
+            return None
+        p = self.preset
+        return RopeScaling(
+            method,
+            factor=p.extension_factor,
+            original_max_positions=trained_length or p.train.seq_len,
+        )
+
+    def rope(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
+        """bpb per length of each scaling method on a trained RoPE model, zero-shot and tuned."""
+        tune = self.finetune_config(seed)
+        results = {}
+        for method, stage in self.stages():
+            variant = copy.deepcopy(model)
+            variant.set_rope_scaling(self.scaling_for(method))
+            if stage == "fine-tuned":
+                description = f"fine-tune RoPE {method or 'plain'} seed {seed}"
+                self.fine_tune(variant, tune, description)
+            results[f"{method or 'none'}/{stage}"] = self.runner.evaluate(variant)[
+                "bpb"
+            ]
+        return results
 
 
 class _TaskUnits:
@@ -788,19 +822,12 @@ class _TaskUnits:
                 warmup_steps=max(1, self.preset.finetune_steps // 10),
             )
             extension = {}
-            for method, stage in self.runner.extension_stages():
+            extensions = self.runner.extensions
+            for method, stage in extensions.stages():
                 variant = copy.deepcopy(model)
-                variant.set_rope_scaling(
-                    None
-                    if method is None
-                    else RopeScaling(
-                        method,
-                        factor=self.preset.extension_factor,
-                        original_max_positions=L,
-                    )
-                )
+                variant.set_rope_scaling(extensions.scaling_for(method, L))
                 if stage == "fine-tuned":
-                    self.runner.fine_tune(
+                    extensions.fine_tune(
                         variant,
                         tune,
                         f"passkey fine-tune {method or 'plain'} seed {seed}",

@@ -13,6 +13,8 @@ tables read once: ``4 * q.nbytes + T * R * 4``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .. import fused_rope, rope_triton
@@ -63,6 +65,147 @@ def _checked_case(name, fn, expected, dtype, *, layout="bhtd") -> Case:
     return Case(name, fn)
 
 
+@dataclass
+class _Inputs:
+    """What every row of the suite works on, and the answer it must give."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    positions: torch.Tensor
+    base: float
+    expected: tuple[torch.Tensor, torch.Tensor]
+    cos_sin: tuple[torch.Tensor, torch.Tensor]
+
+    @classmethod
+    def make(cls, shape, device, dtype, base) -> _Inputs:
+        q, k = (torch.randn(shape, device=device, dtype=dtype) for _ in range(2))
+        positions = torch.arange(shape[2], device=device)
+        return cls(
+            q,
+            k,
+            positions,
+            base,
+            (apply_rope(q, positions, base=base), apply_rope(k, positions, base=base)),
+            fused_rope.rope_cos_sin(positions, shape[3], base=base),
+        )
+
+
+def _naive_case(x: _Inputs, notes: list[str]) -> list[Case]:
+    """The dense D x D matrix per token, where it is small enough to time."""
+    batch, heads, seq, head_dim = x.q.shape
+    macs = 2 * batch * heads * seq * head_dim * head_dim
+    if macs > _MATRIX_LIMIT:
+        notes.append(
+            f"naive dense matrix skipped: {macs / 1e9:.1f} G multiply-adds a call "
+            "here (chapter 6 times it at a small size)"
+        )
+        return []
+    q, k, positions, base = x.q, x.k, x.positions, x.base
+    return [
+        _checked_case(
+            "naive: a dense D x D matrix per token",
+            lambda: (
+                apply_rope_matrix(q, positions, base=base),
+                apply_rope_matrix(k, positions, base=base),
+            ),
+            x.expected,
+            q.dtype,
+        )
+    ]
+
+
+def _eager_cases(x: _Inputs) -> list[Case]:
+    """``apply_rope`` on q then k, and the fused eager paths (new, out=, in place)."""
+    q, k, cos_sin, base = x.q, x.k, x.cos_sin, x.base
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    # in place on copies: the first call (the check) turns them from q and k,
+    # the timed calls keep turning them
+    q_in, k_in = q.clone(), k.clone()
+    calls = {
+        # positions 0 .. T-1, the default, whose cos/sin apply_rope keeps
+        "apply_rope on q, then on k": lambda: (
+            apply_rope(q, base=base),
+            apply_rope(k, base=base),
+        ),
+        "fused: q and k, cos/sin once": lambda: fused_rope.apply_rope_qk(
+            q, k, cos_sin=cos_sin
+        ),
+        "fused, into given outputs (out=)": lambda: fused_rope.apply_rope_qk(
+            q, k, cos_sin=cos_sin, out=(q_out, k_out)
+        ),
+        "fused, in place": lambda: fused_rope.apply_rope_qk(
+            q_in, k_in, cos_sin=cos_sin, inplace=True
+        ),
+    }
+    return [_checked_case(name, fn, x.expected, q.dtype) for name, fn in calls.items()]
+
+
+def _compiled_cases(x: _Inputs, notes: list[str]) -> list[Case]:
+    """The torch.compile'd rotation, into new outputs and into given ones."""
+    q, k, cos_sin = x.q, x.k, x.cos_sin
+    cases = []
+    for label, out in (
+        ("new outputs", None),
+        ("into given outputs", (torch.empty_like(q), torch.empty_like(k))),
+    ):
+        name = f"compiled, {label}"
+        try:
+            fast, seconds = fused_rope.compile_rope_qk(q, k, cos_sin=cos_sin, out=out)
+        except RuntimeError as error:
+            notes.append(f"{name}: skipped, {error}")
+            continue
+        cases.append(
+            _checked_case(
+                name, lambda fast=fast: fast(q, k, cos_sin=cos_sin), x.expected, q.dtype
+            )
+        )
+        notes.append(f"{name}: compiling took {seconds:.1f} s, not in its row")
+    return cases
+
+
+def _triton_case(x: _Inputs, notes: list[str]) -> list[Case]:
+    """The hand-written Triton kernel, on CUDA GPUs."""
+    if x.q.device.type != "cuda":
+        notes.append(
+            "Triton kernel: skipped, it runs on CUDA GPUs (the tests check it on "
+            "the CPU in Triton's interpreter, which is far too slow to time)"
+        )
+        return []
+    ok, reason = rope_triton.triton_status(x.q.device)
+    if not ok:
+        notes.append(f"Triton kernel: skipped, {reason}")
+        return []
+    q, k, cos_sin = x.q, x.k, x.cos_sin
+    return [
+        _checked_case(
+            "Triton kernel",
+            lambda: rope_triton.apply_rope_qk_triton(q, k, cos_sin=cos_sin),
+            x.expected,
+            q.dtype,
+        )
+    ]
+
+
+def _peer_cases(x: _Inputs, notes: list[str]) -> list[Case]:
+    """Each installed peer (``peers.PEERS``), checked in its own pairing and layout."""
+    cases = []
+    for name, (build, pairing) in peers.PEERS.items():
+        try:
+            fn = build(x.q, x.k, x.positions, x.base)
+        except peers.PeerUnavailable as why:
+            notes.append(f"{name}: skipped, {why}")
+            continue
+        want = x.expected
+        if pairing != "half":
+            want = tuple(
+                apply_rope(t, x.positions, base=x.base, pairing=pairing)
+                for t in (x.q, x.k)
+            )
+        layout = getattr(fn, "layout", "bhtd")
+        cases.append(_checked_case(name, fn, want, x.q.dtype, layout=layout))
+    return cases
+
+
 def rope_suite(
     device: torch.device,
     dtype: torch.dtype,
@@ -74,126 +217,15 @@ def rope_suite(
 ) -> Plan:
     """RoPE on q and k of ``shape`` (B, H, T, D), every implementation at hand."""
     shape = tuple(shape) if shape is not None else default_shape(device)
-    batch, heads, seq, head_dim = shape
-    q, k = (torch.randn(shape, device=device, dtype=dtype) for _ in range(2))
-    positions = torch.arange(seq, device=device)
-    expected = (
-        apply_rope(q, positions, base=base),
-        apply_rope(k, positions, base=base),
-    )
-    cos_sin = fused_rope.rope_cos_sin(positions, head_dim, base=base)
+    x = _Inputs.make(shape, device, dtype, base)
     notes: list[str] = []
-    cases: list[Case | None] = []
-
-    macs = 2 * batch * heads * seq * head_dim * head_dim
-    if macs <= _MATRIX_LIMIT:
-        cases.append(
-            _checked_case(
-                "naive: a dense D x D matrix per token",
-                lambda: (
-                    apply_rope_matrix(q, positions, base=base),
-                    apply_rope_matrix(k, positions, base=base),
-                ),
-                expected,
-                dtype,
-            )
-        )
-    else:
-        notes.append(
-            f"naive dense matrix skipped: {macs / 1e9:.1f} G multiply-adds a call "
-            "here (chapter 6 times it at a small size)"
-        )
-    cases.append(
-        _checked_case(
-            "apply_rope on q, then on k",
-            # positions 0 .. T-1, the default, whose cos/sin apply_rope keeps
-            lambda: (apply_rope(q, base=base), apply_rope(k, base=base)),
-            expected,
-            dtype,
-        )
-    )
-    cases.append(
-        _checked_case(
-            "fused: q and k, cos/sin once",
-            lambda: fused_rope.apply_rope_qk(q, k, cos_sin=cos_sin),
-            expected,
-            dtype,
-        )
-    )
-    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
-    cases.append(
-        _checked_case(
-            "fused, into given outputs (out=)",
-            lambda: fused_rope.apply_rope_qk(q, k, cos_sin=cos_sin, out=(q_out, k_out)),
-            expected,
-            dtype,
-        )
-    )
-    # in place on copies: the first call (the check) turns them from q and k,
-    # the timed calls keep turning them
-    q_in, k_in = q.clone(), k.clone()
-    cases.append(
-        _checked_case(
-            "fused, in place",
-            lambda: fused_rope.apply_rope_qk(q_in, k_in, cos_sin=cos_sin, inplace=True),
-            expected,
-            dtype,
-        )
-    )
+    cases = _naive_case(x, notes) + _eager_cases(x)
     if compiled:
-        for label, out in (
-            ("new outputs", None),
-            ("into given outputs", (q_out, k_out)),
-        ):
-            name = f"compiled, {label}"
-            try:
-                fast, seconds = fused_rope.compile_rope_qk(
-                    q, k, cos_sin=cos_sin, out=out
-                )
-            except RuntimeError as error:
-                notes.append(f"{name}: skipped, {error}")
-                continue
-            cases.append(
-                _checked_case(
-                    name,
-                    lambda fast=fast: fast(q, k, cos_sin=cos_sin),
-                    expected,
-                    dtype,
-                )
-            )
-            notes.append(f"{name}: compiling took {seconds:.1f} s, not in its row")
-    ok, reason = rope_triton.triton_status(device)
-    if device.type != "cuda":
-        notes.append(
-            "Triton kernel: skipped, it runs on CUDA GPUs (the tests check it on "
-            "the CPU in Triton's interpreter, which is far too slow to time)"
-        )
-    elif ok:
-        cases.append(
-            _checked_case(
-                "Triton kernel",
-                lambda: rope_triton.apply_rope_qk_triton(q, k, cos_sin=cos_sin),
-                expected,
-                dtype,
-            )
-        )
-    else:
-        notes.append(f"Triton kernel: skipped, {reason}")
+        cases += _compiled_cases(x, notes)
+    cases += _triton_case(x, notes)
     if include_peers:
-        for name, (build, pairing) in peers.PEERS.items():
-            try:
-                fn = build(q, k, positions, base)
-            except peers.PeerUnavailable as why:
-                notes.append(f"{name}: skipped, {why}")
-                continue
-            want = expected
-            if pairing != "half":
-                want = tuple(
-                    apply_rope(t, positions, base=base, pairing=pairing) for t in (q, k)
-                )
-            layout = getattr(fn, "layout", "bhtd")
-            cases.append(_checked_case(name, fn, want, dtype, layout=layout))
-    nbytes = 4 * q.numel() * q.element_size() + seq * head_dim * 4
+        cases += _peer_cases(x, notes)
+    nbytes = 4 * x.q.numel() * x.q.element_size() + shape[2] * shape[3] * 4
     dtype_name = str(dtype).replace("torch.", "")
     for case in cases:
         case.shapes = {"q, k": list(shape)}
