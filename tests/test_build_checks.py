@@ -243,3 +243,18 @@ def test_the_book_build_loads_the_cached_outputs_extension():
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["sphinx"]["local_extensions"].get("cached_outputs") == "_ext"
+
+
+def test_an_interactive_figure_counts_as_rendered_only_with_vega_output():
+    static = '<p>x</p><div id="pe-vis-a-1234abcd" class="pe-interactive"></div>'
+    drawn = (
+        '<div id="pe-vis-a-1234abcd" class="pe-interactive vega-embed" role="x">'
+        '<svg class="marks"></svg></div>'
+    )
+    empty = '<div id="pe-vis-a-1234abcd" class="pe-interactive"></div><svg></svg>'
+    assert check_pages.interactive_problems(static, drawn) == []
+    canvas = drawn.replace("<svg", "<canvas").replace("</svg>", "</canvas>")
+    assert check_pages.interactive_problems(static, canvas) == []
+    assert check_pages.interactive_problems(static, empty) == [
+        "interactive figure pe-vis-a-1234abcd did not render"
+    ]

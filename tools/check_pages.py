@@ -11,7 +11,12 @@ For each page of the book (``index.html`` and ``book/*.html``):
 - internal links resolve: each relative ``href`` names a file of the build,
   and its ``#anchor``, if any, is an ``id`` in that file;
 - the page logged no console errors (an uncaught exception, a resource that
-  failed to load).
+  failed to load);
+- every interactive figure (``pe_tutorial.interactive``, a ``<div>`` with an
+  id ``pe-vis-...``) rendered: Vega put an ``<svg>`` or a ``<canvas>`` in it;
+- no request left the page: Chromium runs with every host name unresolvable,
+  so a script, style or image fetched from the network fails to load, and the
+  failure is a console error.
 
 With ``--install`` (as ``make check-pages`` runs it), a missing browser is
 installed first: Debian's ``chromium`` package through ``apt-get``, as root or
@@ -144,6 +149,8 @@ def render(browser: str, page: Path) -> tuple[str, list[str]]:
                 f"--user-data-dir={profile}",
                 "--enable-logging=stderr",
                 "--v=0",
+                # offline: any request to a host fails, and says so on the console
+                "--host-resolver-rules=MAP * ~NOTFOUND",
                 "--virtual-time-budget=15000",
                 "--dump-dom",
                 page.resolve().as_uri(),
@@ -153,6 +160,23 @@ def render(browser: str, page: Path) -> tuple[str, list[str]]:
             timeout=120,
         )
     return done.stdout, CONSOLE.findall(done.stderr)
+
+
+INTERACTIVE = re.compile(r'<div id="(pe-vis-[^"]+)"')
+
+
+def interactive_problems(static: str, dom: str) -> list[str]:
+    """The interactive figures of the page (written in ``static``) that Vega did not
+    draw in the rendered ``dom``: no ``<svg>`` or ``<canvas>`` inside their div."""
+    problems = []
+    for figure in INTERACTIVE.findall(static):
+        drawn = re.search(
+            rf'<div id="{re.escape(figure)}"[^>]*>\s*(<[^/>][^>]*>\s*)*?<(svg|canvas)\b',
+            dom,
+        )
+        if not drawn:
+            problems.append(f"interactive figure {figure} did not render")
+    return problems
 
 
 def _ids_of(path: Path, cache: dict) -> set[str]:
@@ -202,6 +226,7 @@ def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[st
             and parts.fragment not in _ids_of(target, ids_cache)
         ):
             problems.append(f"link to a missing anchor: {href}")
+    problems.extend(interactive_problems(static, dom))
     for message, source in console:
         if CONSOLE_ERROR.match(message):
             problems.append(f"console error: {message} ({source})")

@@ -1,0 +1,290 @@
+"""Interactive figures: Vega-Lite charts whose sliders run in the reader's browser.
+
+A figure is an Altair chart (Vega-Lite underneath): its data come from the
+package's own functions, and the short formulas that a slider drives are
+Vega expressions evaluated in the browser, so the slider is continuous and
+needs no Python kernel. ``figure_html`` wraps a chart in a ``<div>`` and a
+loader that takes Vega, Vega-Lite and vega-embed from the book's own
+``vega/`` folder (vendored in ``_vendor/vega/`` from npm, versions in ``VENDORED``), and from a
+CDN only where that folder is not there (Jupyter, Colab): the built book makes
+no request off the page. The libraries' JavaScript is loaded once per page
+and never stored in a notebook's outputs.
+
+Each expression is kept to arithmetic, array indexing, ``min``, ``sin`` and
+``cos``, the part of Vega's expression language that reads the same in
+Python, so ``evaluate`` can run the very string the browser runs, and the
+tests compare it with the package's functions (``tests/test_interactive.py``).
+
+The figures (``alibi_figure`` for chapter 7, ``sinusoidal_clock_figure`` for
+chapter 4) sit beside the still matplotlib figures the chapters keep for
+print and for readers without JavaScript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+
+from ._validation import require_positive_int
+from .absolute import sinusoidal_frequencies
+from .alibi import alibi_slopes
+
+__all__ = [
+    "VENDORED",
+    "figure_html",
+    "show",
+    "evaluate",
+    "alibi_figure",
+    "sinusoidal_clock_figure",
+]
+
+# the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
+VENDORED = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
+# the site's vega/ (copied from _vendor/vega/) seen from a page of book/
+STATIC = "../vega"
+CDN = "https://cdn.jsdelivr.net/npm"
+
+_LOADER = """<div id="{id}" class="pe-interactive"></div>
+<script>
+(function () {{
+  var spec = {spec};
+  var libs = {libs};
+  var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
+  // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
+  var define = window.define;
+  window.define = undefined;
+  function add(src, next, fallback) {{
+    var script = document.createElement("script");
+    script.src = src;
+    script.onload = next;
+    if (fallback) script.onerror = fallback;
+    document.head.appendChild(script);
+  }}
+  function load(i) {{
+    if (i === libs.length) {{
+      window.define = define;
+      vegaEmbed("#{id}", spec, {{"actions": false}});
+      return;
+    }}
+    var lib = libs[i][0];
+    if (window[names[lib]]) return load(i + 1);
+    add("{static}/" + lib + ".min.js", function () {{ load(i + 1); }}, function () {{
+      add("{cdn}/" + lib + "@" + libs[i][1], function () {{ load(i + 1); }});
+    }});
+  }}
+  load(0);
+}})();
+</script>"""
+
+
+def figure_html(chart, *, name: str) -> str:
+    """The chart as HTML for a notebook's output: a ``<div>`` and its loader.
+
+    ``chart`` is an Altair chart or a Vega-Lite spec (a dict). ``name`` makes
+    the ``<div>``'s id (with a hash of the spec, so the same figure gives the
+    same output on every run, as the execution cache wants).
+    """
+    spec = chart if isinstance(chart, Mapping) else chart.to_dict()
+    text = json.dumps(spec, sort_keys=True)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return _LOADER.format(
+        id=f"pe-vis-{name}-{digest}",
+        spec=text,
+        libs=json.dumps(list(VENDORED.items())),
+        static=STATIC,
+        cdn=CDN,
+    )
+
+
+def show(chart, *, name: str) -> None:
+    """Display the chart in a notebook (the book, Jupyter, Colab): ``figure_html``."""
+    from IPython.display import HTML, display
+
+    display(HTML(figure_html(chart, name=name)))
+
+
+_FUNCTIONS = {"min": min, "max": max, "sin": math.sin, "cos": math.cos}
+
+
+class _Datum:
+    def __init__(self, fields: Mapping[str, float]):
+        self.__dict__.update(fields)
+
+
+def evaluate(expression: str, datum: Mapping[str, float], **params: float) -> float:
+    """Run a figure's Vega expression in Python, on one datum with the sliders at ``params``.
+
+    Only for the subset the figures use (arithmetic, ``[...]`` indexing,
+    ``min``, ``max``, ``sin``, ``cos``, ``datum.<field>``, parameter names),
+    which means the same in Vega and in Python; it is how the tests hold the
+    browser's numbers against the package's.
+    """
+    scope = {"__builtins__": {}, **_FUNCTIONS, "datum": _Datum(datum), **params}
+    return float(eval(expression, scope))  # noqa: S307  (the package's own strings)
+
+
+def _number_list(values) -> str:
+    """A Vega (and Python) array literal of floats, exact to float32's digits."""
+    return "[" + ",".join(f"{float(v):.9g}" for v in values) + "]"
+
+
+# ---------------------------------------------------------------------------
+# chapter 7: the ALiBi bias of every head, for any number of heads
+# ---------------------------------------------------------------------------
+
+
+def alibi_expressions(max_heads: int) -> dict[str, str]:
+    """``slope``: the slope of the head the sliders chose, looked up in the package's
+    slopes for 1 .. ``max_heads`` heads (``alibi_slopes``); ``bias``: ``-m (i - j)``."""
+    table = _number_list_of_lists(alibi_slopes(n) for n in range(1, max_heads + 1))
+    return {
+        "slope": f"{table}[heads - 1][min(head, heads) - 1]",
+        "bias": "-datum.slope * (datum.i - datum.j)",
+    }
+
+
+def _number_list_of_lists(rows) -> str:
+    return "[" + ",".join(_number_list(row) for row in rows) + "]"
+
+
+def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
+    """The causal ALiBi bias of one head, with sliders for the number of heads and the head.
+
+    Drag *heads* through numbers that are not powers of two to see Press et
+    al.'s interleaved slopes; drag *head* to go from the steepest (most local)
+    head to the flattest. Cells above the diagonal are masked.
+    """
+    import altair as alt
+
+    require_positive_int(max_heads, "max_heads")
+    require_positive_int(seq_len, "seq_len")
+    cells = [{"i": i, "j": j} for i in range(seq_len) for j in range(i + 1)]
+    expressions = alibi_expressions(max_heads)
+    heads = alt.param(
+        name="heads",
+        value=8,
+        bind=alt.binding_range(min=1, max=max_heads, step=1, name="heads "),
+    )
+    head = alt.param(
+        name="head",
+        value=1,
+        bind=alt.binding_range(
+            min=1, max=max_heads, step=1, name="head (1 = steepest) "
+        ),
+    )
+    return (
+        alt.Chart(alt.Data(values=cells))
+        .mark_rect()
+        .encode(
+            x=alt.X("j:O", title="key position j"),
+            y=alt.Y("i:O", title="query position i"),
+            color=alt.Color(
+                "bias:Q",
+                scale=alt.Scale(scheme="viridis", domainMax=0),
+                title="bias",
+            ),
+            tooltip=["i:O", "j:O", alt.Tooltip("bias:Q", format=".4f"), "slope:Q"],
+        )
+        .transform_calculate(slope=expressions["slope"])
+        .transform_calculate(bias=expressions["bias"])
+        .add_params(heads, head)
+        .properties(
+            width=320,
+            height=320,
+            title="ALiBi bias of one head (drag heads and head)",
+        )
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 4: the sinusoidal table as clocks, and its dot product
+# ---------------------------------------------------------------------------
+
+
+def sinusoidal_expressions(dim: int, base: float = 10000.0) -> dict[str, str]:
+    """Vega expressions for the figure: the hand of pair ``datum.pair`` at position
+    ``p`` (``sin``, ``cos`` of ``p omega_i``) and ``PE[p] . PE[datum.q]``."""
+    omega = _number_list(sinusoidal_frequencies(dim, base=base))
+    dot = " + ".join(
+        f"sin(p * {omega}[{i}]) * sin(datum.q * {omega}[{i}])"
+        f" + cos(p * {omega}[{i}]) * cos(datum.q * {omega}[{i}])"
+        for i in range(dim // 2)
+    )
+    return {
+        "x": f"sin(p * {omega}[datum.pair])",
+        "y": f"cos(p * {omega}[datum.pair])",
+        "dot": dot,
+    }
+
+
+def sinusoidal_clock_figure(*, dim: int = 16, max_position: int = 128):
+    """Each pair of the sinusoidal code as a clock hand at position ``p``, and the
+    dot product of ``PE[p]`` with every ``PE[q]``.
+
+    Drag *position*: the fast pairs (left) spin, the slow ones barely move,
+    and the dot-product curve slides along without changing shape, because
+    ``PE[p] . PE[q]`` depends on ``q - p`` only.
+    """
+    import altair as alt
+
+    require_positive_int(dim, "dim")
+    require_positive_int(max_position, "max_position")
+    expressions = sinusoidal_expressions(dim)
+    p = alt.param(
+        name="p",
+        value=10,
+        bind=alt.binding_range(min=0, max=max_position, step=1, name="position p "),
+    )
+    # clock i centred at (2.5 i, 0); its hand points at (sin, cos) of p omega_i
+    pairs = [{"pair": i, "cx": 2.5 * i, "cy": 0.0} for i in range(dim // 2)]
+    x_scale = alt.Scale(domain=[-1.2, 2.5 * (dim // 2 - 1) + 1.2])
+    y_scale = alt.Scale(domain=[-1.2, 1.2])
+    unit = 620 / (2.5 * (dim // 2 - 1) + 2.4)  # pixels per unit of either axis
+    base = alt.Chart(alt.Data(values=pairs)).properties(width=620, height=2.4 * unit)
+    # a point's size is its area in square pixels: a rim of radius 1
+    rims = base.mark_point(
+        size=math.pi * unit**2, color="lightgray", filled=False
+    ).encode(
+        x=alt.X("cx:Q", scale=x_scale, axis=None),
+        y=alt.Y("cy:Q", scale=y_scale, axis=None),
+    )
+    hands = (
+        base.transform_calculate(
+            x=f"datum.cx + {expressions['x']}", y=f"datum.cy + {expressions['y']}"
+        )
+        .mark_rule(strokeWidth=3)
+        .encode(
+            x=alt.X("cx:Q", scale=x_scale, axis=None),
+            y=alt.Y("cy:Q", scale=y_scale, axis=None),
+            x2="x:Q",
+            y2="y:Q",
+            tooltip=["pair:O"],
+        )
+    )
+    clocks = (
+        alt.layer(rims, hands)
+        .add_params(p)
+        .properties(
+            title="pairs 0 (fast, left) to " + str(dim // 2 - 1) + " (slow, right)"
+        )
+    )
+    positions = [{"q": q} for q in range(max_position + 1)]
+    curve = (
+        alt.Chart(alt.Data(values=positions))
+        .transform_calculate(dot=expressions["dot"])
+        .mark_line()
+        .encode(
+            x=alt.X("q:Q", title="position q"),
+            y=alt.Y(
+                "dot:Q",
+                title="PE[p] . PE[q]",
+                scale=alt.Scale(domain=[-dim / 4, dim / 2]),
+            ),
+        )
+        .properties(width=620, height=200)
+    )
+    return alt.vconcat(clocks, curve).properties(
+        title="The sinusoidal code as clocks (drag position p)"
+    )
