@@ -15,9 +15,10 @@ Each expression is kept to arithmetic, array indexing, ``min``, ``sin`` and
 Python, so ``evaluate`` can run the very string the browser runs, and the
 tests compare it with the package's functions (``tests/test_interactive.py``).
 
-The figures (``alibi_figure`` for chapter 7, ``sinusoidal_clock_figure`` for
-chapter 4) sit beside the still matplotlib figures the chapters keep for
-print and for readers without JavaScript.
+The figures (``sinusoidal_clock_figure`` for chapter 4, ``rope_pair_figure``
+and ``rope_wavelength_figure`` for chapter 6, ``alibi_figure`` for chapter 7)
+sit beside the still matplotlib figures the chapters keep for print and for
+readers without JavaScript.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Mapping
 from ._validation import require_positive_int
 from .absolute import sinusoidal_frequencies
 from .alibi import alibi_slopes
+from .rope_core import rope_frequencies
 
 __all__ = [
     "VENDORED",
@@ -38,6 +40,8 @@ __all__ = [
     "evaluate",
     "alibi_figure",
     "sinusoidal_clock_figure",
+    "rope_pair_figure",
+    "rope_wavelength_figure",
 ]
 
 # the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
@@ -105,7 +109,14 @@ def show(chart, *, name: str) -> None:
     display(HTML(figure_html(chart, name=name)))
 
 
-_FUNCTIONS = {"min": min, "max": max, "sin": math.sin, "cos": math.cos}
+_FUNCTIONS = {
+    "min": min,
+    "max": max,
+    "sin": math.sin,
+    "cos": math.cos,
+    "pow": pow,
+    "PI": math.pi,
+}
 
 
 class _Datum:
@@ -116,8 +127,9 @@ class _Datum:
 def evaluate(expression: str, datum: Mapping[str, float], **params: float) -> float:
     """Run a figure's Vega expression in Python, on one datum with the sliders at ``params``.
 
-    Only for the subset the figures use (arithmetic, ``[...]`` indexing,
-    ``min``, ``max``, ``sin``, ``cos``, ``datum.<field>``, parameter names),
+    Only for the subset the figures use (arithmetic, comparisons, ``[...]``
+    indexing, ``min``, ``max``, ``sin``, ``cos``, ``pow``, ``PI``,
+    ``datum.<field>``, parameter names),
     which means the same in Vega and in Python; it is how the tests hold the
     browser's numbers against the package's.
     """
@@ -287,4 +299,173 @@ def sinusoidal_clock_figure(*, dim: int = 16, max_position: int = 128):
     )
     return alt.vconcat(clocks, curve).properties(
         title="The sinusoidal code as clocks (drag position p)"
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 6: one RoPE pair of q and k, and their score
+# ---------------------------------------------------------------------------
+
+# the query's and the key's pair before rotation (any two vectors would do)
+ROPE_PAIR_Q = (1.0, 0.35)
+ROPE_PAIR_K = (0.55, -0.8)
+
+
+def rope_pair_expressions(head_dim: int, base: float = 10000.0) -> dict[str, str]:
+    """Vega expressions: ``datum``'s pair (``datum.a``, ``datum.b``) turned by its
+    position times ``theta`` of the chosen ``pair`` (``x``, ``y``), and the score
+    of the turned q and k pairs (``score``), from the package's ``rope_frequencies``."""
+    theta = f"{_number_list(rope_frequencies(head_dim, base=base))}[pair]"
+
+    def turned(a, b, position):
+        return (
+            f"{a} * cos({position} * {theta}) - {b} * sin({position} * {theta})",
+            f"{a} * sin({position} * {theta}) + {b} * cos({position} * {theta})",
+        )
+
+    (qa, qb), (ka, kb) = ROPE_PAIR_Q, ROPE_PAIR_K
+    qx, qy = turned(qa, qb, "m")
+    kx, ky = turned(ka, kb, "n")
+    x, y = turned("datum.a", "datum.b", "datum.position")
+    return {"x": x, "y": y, "score": f"({qx}) * ({kx}) + ({qy}) * ({ky})"}
+
+
+def rope_pair_figure(*, head_dim: int = 16, max_position: int = 64):
+    """One RoPE pair: q at position m and k at position n, turned, and their score.
+
+    Drag *m* and *n* by the same amount: both arrows turn, and the score, their
+    dot product, stays put, since it depends on ``n - m`` only. Drag *pair* to
+    a slower frequency and the same offset turns them less.
+    """
+    import altair as alt
+
+    require_positive_int(head_dim, "head_dim")
+    require_positive_int(max_position, "max_position")
+    expressions = rope_pair_expressions(head_dim)
+    sliders = [
+        alt.param(
+            name=name,
+            value=value,
+            bind=alt.binding_range(min=0, max=top, step=1, name=label),
+        )
+        for name, value, top, label in (
+            ("m", 3, max_position, "query position m "),
+            ("n", 5, max_position, "key position n "),
+            ("pair", 0, head_dim // 2 - 1, "pair i "),
+        )
+    ]
+    (qa, qb), (ka, kb) = ROPE_PAIR_Q, ROPE_PAIR_K
+    vectors = [
+        {"vector": "q at m", "a": qa, "b": qb, "x0": 0, "y0": 0},
+        {"vector": "k at n", "a": ka, "b": kb, "x0": 0, "y0": 0},
+    ]
+    scale = alt.Scale(domain=[-1.2, 1.2])
+    arrows = (
+        alt.Chart(alt.Data(values=vectors))
+        .transform_calculate(position="datum.vector == 'q at m' ? m : n")
+        .transform_calculate(x=expressions["x"], y=expressions["y"])
+        .mark_rule(strokeWidth=4)
+        .encode(
+            x=alt.X("x0:Q", scale=scale, title=None),
+            y=alt.Y("y0:Q", scale=scale, title=None),
+            x2="x:Q",
+            y2="y:Q",
+            color=alt.Color("vector:N", title=None),
+        )
+    )
+    score = (
+        alt.Chart(alt.Data(values=[{"x0": -1.1, "y0": 1.1}]))
+        .transform_calculate(score=expressions["score"])
+        .transform_calculate(
+            label="'q . k = ' + format(datum.score, '.4f') + '   (n - m = ' + (n - m) + ')'"
+        )
+        .mark_text(align="left", fontSize=14)
+        .encode(
+            x=alt.X("x0:Q", scale=scale), y=alt.Y("y0:Q", scale=scale), text="label:N"
+        )
+    )
+    return (
+        alt.layer(arrows, score)
+        .add_params(*sliders)
+        .properties(
+            width=360,
+            height=360,
+            title="One RoPE pair (drag m and n together: the score stays)",
+        )
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 6: which pairs turn a full circle within the training length
+# ---------------------------------------------------------------------------
+
+
+def rope_wavelength_expressions() -> dict[str, str]:
+    """``wavelength``: ``2 pi / theta_i`` of ``datum.theta``; ``length``: the training
+    length ``2 ** log_length``; ``turns``: how many full turns pair i makes in it."""
+    return {
+        "wavelength": "2 * PI / datum.theta",
+        "length": "pow(2, log_length)",
+        "turns": "pow(2, log_length) / (2 * PI / datum.theta)",
+        "completes": "2 * PI / datum.theta <= pow(2, log_length)",
+    }
+
+
+def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
+    """The wavelength of each RoPE pair against a training length you choose.
+
+    Drag *log2 training length*: pairs whose wavelength fits in it (filled)
+    have turned through every angle in training; the others (hollow) have
+    only ever shown part of their circle, and a longer context shows them
+    angles they never saw (chapter 9).
+    """
+    import altair as alt
+
+    require_positive_int(head_dim, "head_dim")
+    expressions = rope_wavelength_expressions()
+    thetas = rope_frequencies(head_dim, base=base)
+    pairs = [{"pair": i, "theta": float(t)} for i, t in enumerate(thetas)]
+    log_length = alt.param(
+        name="log_length",
+        value=11,
+        bind=alt.binding_range(min=4, max=17, step=0.5, name="log2 training length "),
+    )
+    y = alt.Y("wavelength:Q", scale=alt.Scale(type="log"), title="wavelength (tokens)")
+    points = (
+        alt.Chart(alt.Data(values=pairs))
+        .transform_calculate(
+            wavelength=expressions["wavelength"],
+            turns=expressions["turns"],
+            completes=expressions["completes"],
+        )
+        .mark_point(filled=True, size=40)
+        .encode(
+            x=alt.X("pair:Q", title="pair i"),
+            y=y,
+            color=alt.Color(
+                "completes:N",
+                title="a full turn within L",
+                scale=alt.Scale(domain=[True, False], range=["#1f77b4", "#d62728"]),
+            ),
+            tooltip=[
+                "pair:Q",
+                alt.Tooltip("wavelength:Q", format=",.1f"),
+                alt.Tooltip("turns:Q", format=",.2f"),
+            ],
+        )
+    )
+    line = (
+        alt.Chart(alt.Data(values=[{}]))
+        .transform_calculate(wavelength=expressions["length"])
+        .mark_rule(strokeDash=[6, 4], color="gray")
+        .encode(y=y)
+    )
+    return (
+        alt.layer(points, line)
+        .add_params(log_length)
+        .properties(
+            width=520,
+            height=300,
+            title=f"RoPE wavelengths, D = {head_dim}, base {base:g} (drag the length)",
+        )
     )

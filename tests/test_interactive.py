@@ -4,14 +4,17 @@ the HTML loads the vendored libraries, and those are the pinned versions."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from pe_tutorial import interactive
 from pe_tutorial.absolute import sinusoidal_encoding
 from pe_tutorial.alibi import alibi_bias
+from pe_tutorial.rope import apply_rope, rope_frequencies
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,6 +51,56 @@ def test_the_clock_figure_draws_the_packages_sinusoidal_code(p):
         assert dot == pytest.approx(float(table[p] @ table[q]), abs=1e-4)
 
 
+def _one_pair(values, pair, head_dim=16):
+    """A head of ``head_dim`` channels holding ``values`` in pair ``pair`` (half pairing)."""
+    x = torch.zeros(1, 1, 1, head_dim, dtype=torch.float64)
+    x[..., pair], x[..., pair + head_dim // 2] = values
+    return x
+
+
+@pytest.mark.parametrize("pair", [0, 3, 7])
+def test_the_rope_pair_figure_turns_as_apply_rope_does(pair):
+    expressions = interactive.rope_pair_expressions(16)
+    q, k = interactive.ROPE_PAIR_Q, interactive.ROPE_PAIR_K
+    for m, n in [(3, 5), (13, 15), (40, 42), (9, 0)]:
+        q_m = apply_rope(_one_pair(q, pair), torch.tensor([m]))[0, 0, 0]
+        k_n = apply_rope(_one_pair(k, pair), torch.tensor([n]))[0, 0, 0]
+        for values, position, turned in ((q, m, q_m), (k, n, k_n)):
+            datum = {"a": values[0], "b": values[1], "position": position}
+            x = interactive.evaluate(expressions["x"], datum, pair=pair)
+            y = interactive.evaluate(expressions["y"], datum, pair=pair)
+            assert (x, y) == pytest.approx(
+                (float(turned[pair]), float(turned[pair + 8])), abs=1e-6
+            )
+        score = interactive.evaluate(expressions["score"], {}, m=m, n=n, pair=pair)
+        assert score == pytest.approx(float(q_m @ k_n), abs=1e-6)
+
+
+@pytest.mark.parametrize("log_length", [4, 11, 13.5])
+def test_the_wavelength_figure_splits_the_pairs_at_the_training_length(log_length):
+    expressions = interactive.rope_wavelength_expressions()
+    length = 2**log_length
+    thetas = rope_frequencies(128).double()
+    assert interactive.evaluate(
+        expressions["length"], {}, log_length=log_length
+    ) == pytest.approx(length)
+    for theta in thetas.tolist():
+        datum = {"theta": theta}
+        wavelength = interactive.evaluate(expressions["wavelength"], datum)
+        assert wavelength == pytest.approx(2 * math.pi / theta)
+        turns = interactive.evaluate(expressions["turns"], datum, log_length=log_length)
+        # the package's own count of turns within the length
+        assert turns == pytest.approx(length * theta / (2 * math.pi))
+        completes = interactive.evaluate(
+            expressions["completes"], datum, log_length=log_length
+        )
+        assert bool(completes) == (turns >= 1)
+    # the slowest pair (wavelength about 54,400 tokens) does not complete in 2^15
+    slowest = {"theta": float(thetas[-1])}
+    assert not interactive.evaluate(expressions["completes"], slowest, log_length=15)
+    assert interactive.evaluate(expressions["completes"], slowest, log_length=16)
+
+
 def test_a_seeded_bug_in_an_expression_is_caught():
     # the half-frequency bug: omega_i taken for pair i + 1
     wrong = interactive.sinusoidal_expressions(16)["x"].replace(
@@ -59,7 +112,13 @@ def test_a_seeded_bug_in_an_expression_is_caught():
 
 
 @pytest.mark.parametrize(
-    "build", [interactive.alibi_figure, interactive.sinusoidal_clock_figure]
+    "build",
+    [
+        interactive.alibi_figure,
+        interactive.sinusoidal_clock_figure,
+        interactive.rope_pair_figure,
+        interactive.rope_wavelength_figure,
+    ],
 )
 def test_figure_html_loads_the_vendored_libraries_and_is_deterministic(build):
     html = interactive.figure_html(build(), name="x")
