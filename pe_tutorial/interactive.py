@@ -16,7 +16,8 @@ Python, so ``evaluate`` can run the very string the browser runs, and the
 tests compare it with the package's functions (``tests/test_interactive.py``).
 
 The figures (``sinusoidal_clock_figure`` for chapter 4, ``rope_pair_figure``
-and ``rope_wavelength_figure`` for chapter 6, ``alibi_figure`` for chapter 7)
+and ``rope_wavelength_figure`` for chapter 6, ``alibi_figure`` for chapter 7,
+``t5_bucket_figure`` for chapter 8)
 sit beside the still matplotlib figures the chapters keep for print and for
 readers without JavaScript.
 """
@@ -42,6 +43,7 @@ __all__ = [
     "sinusoidal_clock_figure",
     "rope_pair_figure",
     "rope_wavelength_figure",
+    "t5_bucket_figure",
 ]
 
 # the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
@@ -116,6 +118,9 @@ _FUNCTIONS = {
     "cos": math.cos,
     "pow": pow,
     "PI": math.pi,
+    "abs": abs,
+    "floor": math.floor,
+    "log": math.log,
 }
 
 
@@ -128,7 +133,8 @@ def evaluate(expression: str, datum: Mapping[str, float], **params: float) -> fl
     """Run a figure's Vega expression in Python, on one datum with the sliders at ``params``.
 
     Only for the subset the figures use (arithmetic, comparisons, ``[...]``
-    indexing, ``min``, ``max``, ``sin``, ``cos``, ``pow``, ``PI``,
+    indexing, ``min``, ``max``, ``abs``, ``floor``, ``log``, ``sin``, ``cos``,
+    ``pow``, ``PI``,
     ``datum.<field>``, parameter names),
     which means the same in Vega and in Python; it is how the tests hold the
     browser's numbers against the package's.
@@ -468,4 +474,74 @@ def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
             height=300,
             title=f"RoPE wavelengths, D = {head_dim}, base {base:g} (drag the length)",
         )
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 8: T5's buckets
+# ---------------------------------------------------------------------------
+
+
+def t5_bucket_expressions() -> dict[str, str]:
+    """T5's bucket of ``datum.r`` (key - query) for the sliders ``num_buckets``,
+    ``max_distance`` and ``bidirectional`` (a checkbox: true or false, read as 1
+    or 0 in arithmetic), as ``t5_relative_position_bucket``.
+
+    Written without a conditional (a boolean times a number), so that Vega and
+    Python read it alike: ``per`` buckets a direction, ``E = per / 2`` exact.
+    """
+    per = "floor(num_buckets / (1 + bidirectional))"
+    exact = f"floor({per} / 2)"
+    n = "(bidirectional * abs(datum.r) + (1 - bidirectional) * max(-datum.r, 0))"
+    large = (
+        f"min({exact} + floor(log(max({n}, {exact}) / {exact}) "
+        f"/ log(max_distance / {exact}) * ({per} - {exact})), {per} - 1)"
+    )
+    offset = f"bidirectional * (datum.r > 0) * {per}"
+    return {"bucket": f"{offset} + ({n} < {exact}) * {n} + ({n} >= {exact}) * {large}"}
+
+
+def t5_bucket_figure(*, max_offset: int = 160):
+    """T5's bucket for every key - query offset, with sliders for its settings.
+
+    Drag *num_buckets* and *max_distance*, and tick *bidirectional*: the
+    exact buckets near 0 stay one offset wide, the log buckets widen, and
+    every offset past ``max_distance`` falls into the last bucket.
+    """
+    import altair as alt
+
+    require_positive_int(max_offset, "max_offset")
+    offsets = [{"r": r} for r in range(-max_offset, max_offset + 1)]
+    params = [
+        alt.param(
+            name="num_buckets",
+            value=32,
+            bind=alt.binding_range(min=8, max=64, step=8, name="num_buckets "),
+        ),
+        alt.param(
+            name="max_distance",
+            value=128,
+            bind=alt.binding_range(min=64, max=512, step=32, name="max_distance "),
+        ),
+        alt.param(
+            name="bidirectional",
+            value=True,
+            bind=alt.binding_checkbox(name="bidirectional "),
+        ),
+    ]
+    return (
+        alt.Chart(alt.Data(values=offsets))
+        .transform_calculate(bucket=t5_bucket_expressions()["bucket"])
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=alt.X(
+                "r:Q",
+                title="relative position r = key - query",
+                scale=alt.Scale(domain=[-max_offset, max_offset]),
+            ),
+            y=alt.Y("bucket:Q", title="bucket"),
+            tooltip=["r:Q", "bucket:Q"],
+        )
+        .add_params(*params)
+        .properties(width=560, height=300, title="T5's buckets (drag the settings)")
     )

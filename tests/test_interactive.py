@@ -14,6 +14,7 @@ import torch
 from pe_tutorial import interactive
 from pe_tutorial.absolute import sinusoidal_encoding
 from pe_tutorial.alibi import alibi_bias
+from pe_tutorial.relative import t5_relative_position_bucket
 from pe_tutorial.rope import apply_rope, rope_frequencies
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +102,33 @@ def test_the_wavelength_figure_splits_the_pairs_at_the_training_length(log_lengt
     assert interactive.evaluate(expressions["completes"], slowest, log_length=16)
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("num_buckets", [8, 32, 64])
+@pytest.mark.parametrize("max_distance", [64, 128, 512])
+def test_the_t5_figure_gives_the_packages_buckets(
+    bidirectional, num_buckets, max_distance
+):
+    expression = interactive.t5_bucket_expressions()["bucket"]
+    offsets = torch.arange(-600, 601)
+    want = t5_relative_position_bucket(
+        offsets,
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    )
+    got = [
+        interactive.evaluate(
+            expression,
+            {"r": r},
+            num_buckets=num_buckets,
+            max_distance=max_distance,
+            bidirectional=bidirectional,
+        )
+        for r in offsets.tolist()
+    ]
+    assert got == want.tolist()
+
+
 def test_a_seeded_bug_in_an_expression_is_caught():
     # the half-frequency bug: omega_i taken for pair i + 1
     wrong = interactive.sinusoidal_expressions(16)["x"].replace(
@@ -118,6 +146,7 @@ def test_a_seeded_bug_in_an_expression_is_caught():
         interactive.sinusoidal_clock_figure,
         interactive.rope_pair_figure,
         interactive.rope_wavelength_figure,
+        interactive.t5_bucket_figure,
     ],
 )
 def test_figure_html_loads_the_vendored_libraries_and_is_deterministic(build):
