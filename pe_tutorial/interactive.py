@@ -17,7 +17,7 @@ tests compare it with the package's functions (``tests/test_interactive.py``).
 
 The figures (``sinusoidal_clock_figure`` for chapter 4, ``rope_pair_figure``
 and ``rope_wavelength_figure`` for chapter 6, ``alibi_figure`` for chapter 7,
-``t5_bucket_figure`` for chapter 8)
+``t5_bucket_figure`` for chapter 8, ``scaling_figure`` for chapter 9)
 sit beside the still matplotlib figures the chapters keep for print and for
 readers without JavaScript.
 """
@@ -33,6 +33,7 @@ from ._validation import require_positive_int
 from .absolute import sinusoidal_frequencies
 from .alibi import alibi_slopes
 from .rope_core import rope_frequencies
+from .rope_scaling import scaled_rope_frequencies
 
 __all__ = [
     "VENDORED",
@@ -44,6 +45,7 @@ __all__ = [
     "rope_pair_figure",
     "rope_wavelength_figure",
     "t5_bucket_figure",
+    "scaling_figure",
 ]
 
 # the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
@@ -544,4 +546,94 @@ def t5_bucket_figure(*, max_offset: int = 160):
         )
         .add_params(*params)
         .properties(width=560, height=300, title="T5's buckets (drag the settings)")
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 9: what each context-extension method does to each pair
+# ---------------------------------------------------------------------------
+
+SCALING_FIGURE_METHODS = ("linear", "ntk", "yarn", "llama3")
+
+
+def scaling_keep(head_dim: int, method: str, *, original: int, base: float = 10000.0):
+    """Per pair, the share ``k_i`` of its frequency that ``method`` keeps, read from
+    the package: YaRN and Llama 3 give ``theta_i (k_i + (1 - k_i) / s)`` for every
+    factor ``s``, with ``k_i`` fixed by ``D``, the base and ``L`` (1: kept, 0: divided
+    by ``s``), so ``k_i`` is read off ``scaled_rope_frequencies`` at ``s = 2``."""
+    plain = rope_frequencies(head_dim, base=base).double()
+    scaled, _ = scaled_rope_frequencies(
+        head_dim, method, factor=2.0, base=base, original_max_positions=original
+    )
+    return ((scaled.double() / plain - 0.5) * 2).clamp(0, 1).tolist()
+
+
+def scaling_expressions(head_dim: int) -> dict[str, str]:
+    """``theta_i' / theta_i`` per method for the slider ``s`` (the factor):
+    ``linear`` ``1 / s``; ``ntk`` ``s ** (-2i / (D - 2))`` (the base times
+    ``s ** (D / (D - 2))``); ``yarn`` and ``llama3`` ``k_i + (1 - k_i) / s``."""
+    return {
+        "linear": "1 / s",
+        "ntk": f"pow(s, -2 * datum.pair / {head_dim - 2})",
+        "yarn": "datum.keep_yarn + (1 - datum.keep_yarn) / s",
+        "llama3": "datum.keep_llama3 + (1 - datum.keep_llama3) / s",
+    }
+
+
+def scaling_figure(*, head_dim: int = 32, original: int = 128, base: float = 10000.0):
+    """How much each method slows each RoPE pair, ``theta_i / theta_i'``, against the
+    factor ``s``.
+
+    Drag *factor s*: position interpolation slows every pair by ``s``; NTK
+    slows the slow pairs most and the fastest not at all; YaRN and Llama 3
+    keep the fast pairs, divide the slow ones by ``s`` and blend a band in
+    between, whose place depends on the training length ``L``, not on ``s``.
+    """
+    import altair as alt
+
+    require_positive_int(head_dim, "head_dim")
+    require_positive_int(original, "original")
+    expressions = scaling_expressions(head_dim)
+    keep = {
+        method: scaling_keep(head_dim, method, original=original, base=base)
+        for method in ("yarn", "llama3")
+    }
+    pairs = [
+        {"pair": i, "keep_yarn": keep["yarn"][i], "keep_llama3": keep["llama3"][i]}
+        for i in range(head_dim // 2)
+    ]
+    factor = alt.param(
+        name="s",
+        value=4,
+        bind=alt.binding_range(min=1, max=32, step=0.5, name="factor s "),
+    )
+    return (
+        alt.Chart(alt.Data(values=pairs))
+        .transform_calculate(
+            **{f"kept_{m}": expressions[m] for m in SCALING_FIGURE_METHODS}
+        )
+        .transform_fold(
+            [f"kept_{m}" for m in SCALING_FIGURE_METHODS], as_=["method", "kept"]
+        )
+        .transform_calculate(
+            slowed="1 / datum.kept", method="replace(datum.method, 'kept_', '')"
+        )
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("pair:Q", title="pair i (fast to slow)"),
+            y=alt.Y(
+                "slowed:Q",
+                scale=alt.Scale(type="log", domain=[1, 32]),
+                title="theta_i / theta_i' (1 = kept, s = interpolated)",
+            ),
+            color=alt.Color("method:N", title="method"),
+            tooltip=["method:N", "pair:Q", alt.Tooltip("slowed:Q", format=".3f")],
+        )
+        .add_params(factor)
+        .properties(
+            width=520,
+            height=300,
+            title=f"Context extension per pair, D = {head_dim}, L = {original} "
+            "(drag the factor)",
+        )
     )

@@ -16,6 +16,7 @@ from pe_tutorial.absolute import sinusoidal_encoding
 from pe_tutorial.alibi import alibi_bias
 from pe_tutorial.relative import t5_relative_position_bucket
 from pe_tutorial.rope import apply_rope, rope_frequencies
+from pe_tutorial.rope_scaling import scaled_rope_frequencies
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,6 +130,29 @@ def test_the_t5_figure_gives_the_packages_buckets(
     assert got == want.tolist()
 
 
+@pytest.mark.parametrize("factor", [1.0, 2.0, 4.0, 8.5, 32.0])
+def test_the_scaling_figure_gives_each_methods_frequencies(factor):
+    head_dim, original = 32, 128
+    expressions = interactive.scaling_expressions(head_dim)
+    plain = rope_frequencies(head_dim).double()
+    keep = {
+        m: interactive.scaling_keep(head_dim, m, original=original)
+        for m in ("yarn", "llama3")
+    }
+    for method in interactive.SCALING_FIGURE_METHODS:
+        want, _ = scaled_rope_frequencies(
+            head_dim, method, factor=factor, original_max_positions=original
+        )
+        for i in range(head_dim // 2):
+            datum = {"pair": i, "keep_yarn": keep["yarn"][i]}
+            datum["keep_llama3"] = keep["llama3"][i]
+            kept = interactive.evaluate(expressions[method], datum, s=factor)
+            # the package works in float32 (a power of a large base): 1e-5 relative
+            assert kept * float(plain[i]) == pytest.approx(float(want[i]), rel=1e-5)
+    # YaRN keeps the fastest pair and interpolates the slowest, for any factor
+    assert keep["yarn"][0] == 1 and keep["yarn"][-1] == 0
+
+
 def test_a_seeded_bug_in_an_expression_is_caught():
     # the half-frequency bug: omega_i taken for pair i + 1
     wrong = interactive.sinusoidal_expressions(16)["x"].replace(
@@ -147,6 +171,7 @@ def test_a_seeded_bug_in_an_expression_is_caught():
         interactive.rope_pair_figure,
         interactive.rope_wavelength_figure,
         interactive.t5_bucket_figure,
+        interactive.scaling_figure,
     ],
 )
 def test_figure_html_loads_the_vendored_libraries_and_is_deterministic(build):
