@@ -177,6 +177,8 @@ def test_a_seeded_bug_in_an_expression_is_caught():
 def test_figure_html_loads_the_vendored_libraries_and_is_deterministic(build):
     html = interactive.figure_html(build(), name="x")
     assert html == interactive.figure_html(build(), name="x")  # the cache's key
+    # notebooks stay light: a spec and a loader, never the libraries themselves
+    assert len(html) < 20_000
     assert re.search(r'<div id="pe-vis-x-[0-9a-f]{8}" class="pe-interactive">', html)
     assert '"../vega/" + lib + ".min.js"' in html
     spec_text = re.search(r"var spec = (\{.*\});\n", html).group(1)
