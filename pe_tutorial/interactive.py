@@ -58,31 +58,38 @@ _LOADER = """<div id="{id}" class="pe-interactive"></div>
 <script>
 (function () {{
   var spec = {spec};
-  var libs = {libs};
-  var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
-  // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
-  var define = window.define;
-  window.define = undefined;
-  function add(src, next, fallback) {{
-    var script = document.createElement("script");
-    script.src = src;
-    script.onload = next;
-    if (fallback) script.onerror = fallback;
-    document.head.appendChild(script);
-  }}
-  function load(i) {{
-    if (i === libs.length) {{
-      window.define = define;
-      vegaEmbed("#{id}", spec, {{"actions": false}});
-      return;
-    }}
-    var lib = libs[i][0];
-    if (window[names[lib]]) return load(i + 1);
-    add("{static}/" + lib + ".min.js", function () {{ load(i + 1); }}, function () {{
-      add("{cdn}/" + lib + "@" + libs[i][1], function () {{ load(i + 1); }});
+  // the libraries are loaded once per page, however many figures it has
+  if (!window.peVegaReady) {{
+    window.peVegaReady = new Promise(function (resolve) {{
+      var libs = {libs};
+      var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
+      // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
+      var define = window.define;
+      window.define = undefined;
+      function add(src, next, fallback) {{
+        var script = document.createElement("script");
+        script.src = src;
+        script.onload = next;
+        if (fallback) script.onerror = fallback;
+        document.head.appendChild(script);
+      }}
+      function load(i) {{
+        if (i === libs.length) {{
+          window.define = define;
+          return resolve();
+        }}
+        var lib = libs[i][0];
+        if (window[names[lib]]) return load(i + 1);
+        add("{static}/" + lib + ".min.js", function () {{ load(i + 1); }}, function () {{
+          add("{cdn}/" + lib + "@" + libs[i][1], function () {{ load(i + 1); }});
+        }});
+      }}
+      load(0);
     }});
   }}
-  load(0);
+  window.peVegaReady.then(function () {{
+    vegaEmbed("#{id}", spec, {{"actions": false}});
+  }});
 }})();
 </script>"""
 
