@@ -223,7 +223,7 @@ def _rotate_qk_into(q, k, cos, sin, pairing: str, rotary_dim: int, q_out, k_out)
     # one loop that reads each element of q and k once (writing the two halves
     # of the pairs as two expressions read them twice, about 5% slower on the
     # CPU at the rope suite's shape)
-    axis = -2 if pairing == "half" else -1  # the pairs' axis in pairs_axis
+    _, axis = pairs_axis(q, pairing, rotary_dim)  # -2 (half) or -1 (interleaved)
     cos, signed_sin = cos.unsqueeze(axis), torch.stack([-sin, sin], axis)
     for x, out in ((q, q_out), (k, k_out)):
         pairs = pairs_axis(x, pairing, rotary_dim)[0].to(torch.float32)

@@ -79,6 +79,10 @@ class Suite:
     # why these sizes, in one line: what a model would use them for
     why: str = ""
 
+    def default_repeats(self, device: torch.device) -> int:
+        """The rounds a run times on ``device`` unless told otherwise."""
+        return self.repeats if device.type == "cuda" else self.cpu_repeats
+
 
 SUITES: dict[str, Suite] = {}
 
@@ -276,7 +280,7 @@ def run(
     dtype = check_dtype(suite, dtype, device)
     plan = suite.build(device, dtype, **options)
     if repeats is None:
-        repeats = suite.repeats if device.type == "cuda" else suite.cpu_repeats
+        repeats = suite.default_repeats(device)
     before = bench.copy_probe(device)
     groups = [[case] for case in plan.cases] if plan.separate else [plan.cases]
     timings = [

@@ -129,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
         repeats = args.repeats
         if repeats is None and args.record:
-            default = suite.repeats if device.type == "cuda" else suite.cpu_repeats
-            repeats = RECORD_ROUNDS * default
+            repeats = RECORD_ROUNDS * suite.default_repeats(device)
         result = _core.run(
             suite.name, device, dtype, repeats=repeats, max_seconds=max_seconds
         )
