@@ -33,13 +33,14 @@ BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
-	assignments grade colab check-pages test-wheel test-autograders
+	assignments grade colab check-pages check-figures test-wheel test-autograders
 
 help:
 	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
 	@echo "make test    lint, unit and property tests (the assignments included), the strict book"
 	@echo "             build (which executes every notebook), nbval over the executed notebooks,"
-	@echo "             the Colab edition, the pages in headless Chromium, the wheel run outside,"
+	@echo "             the Colab edition, the pages in headless Chromium (and the interactive"
+	@echo "             figures as Colab and Jupyter show them), the wheel run outside,"
 	@echo "             and each autograder zip grading the solutions in a clean venv"
 	@echo "make format  apply ruff's formatting and safe fixes"
 	@echo "make strip   remove outputs from the notebooks before committing (nbstripout)"
@@ -104,10 +105,18 @@ colab: book
 check-pages: book
 	$(BIN)/python tools/check_pages.py --install
 
+# The interactive figures of the executed chapters as Colab, JupyterLab and the classic
+# Notebook show them, with the CDN they load Vega from played by a local server
+# (tools/check_notebook_figures.py; the browser as for check-pages).
+check-figures: book
+	$(BIN)/python tools/check_notebook_figures.py --install
+
 # The wheel and sdist, the wheel installed into a Colab-like virtual environment (kept in
-# _build/wheel-venv), and a chapter run from outside the checkout (tools/wheel_check.py).
+# _build/wheel-venv), and a chapter run from outside the checkout (tools/wheel_check.py),
+# whose interactive figure is then shown as Colab would show it.
 test-wheel: install
 	TORCH_SPEC="$(TORCH_SPEC)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" $(BIN)/python tools/wheel_check.py
+	$(BIN)/python tools/check_notebook_figures.py --install _build/wheel-run/04_sinusoidal.ipynb
 
 # Each autograder zip alone: the solutions graded full marks in a clean venv made from what
 # the zip lists (pinned packages and the package's own wheel), outside the checkout.
@@ -115,7 +124,7 @@ test-autograders: install
 	$(BIN)/python tools/assignments.py build --fast --keep-package --out _build/autograders
 	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders
 
-test: lint test-unit test-outputs colab check-pages test-wheel test-autograders
+test: lint test-unit test-outputs colab check-pages check-figures test-wheel test-autograders
 
 # Optional, not part of `make test`: nbval straight over book/ without building the book.
 test-notebooks: install

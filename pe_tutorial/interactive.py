@@ -4,11 +4,15 @@ A figure is an Altair chart (Vega-Lite underneath): its data come from the
 package's own functions, and the short formulas that a slider drives are
 Vega expressions evaluated in the browser, so the slider is continuous and
 needs no Python kernel. ``figure_html`` wraps a chart in a ``<div>`` and a
-loader that takes Vega, Vega-Lite and vega-embed from the book's own
-``vega/`` folder (vendored in ``_vendor/vega/`` from npm, versions in ``VENDORED``), and from a
-CDN only where that folder is not there (Jupyter, Colab): the built book makes
-no request off the page. The libraries' JavaScript is loaded once per page
-and never stored in a notebook's outputs.
+loader for Vega, Vega-Lite and vega-embed (versions in ``VENDORED``). In the
+built book the loader takes them from the site's own ``vega/`` folder
+(vendored in ``_vendor/vega/`` from npm; ``_static/pe-vega.js`` gives its
+address), so a page makes no request off the site; in a notebook (Jupyter,
+Colab) it takes them from the CDN, and where they do not load the figure says
+so in words. The libraries' JavaScript is loaded once per page and never
+stored in a notebook's outputs (``tools/check_pages.py`` checks the book's
+pages, ``tools/check_notebook_figures.py`` the notebooks' outputs as Colab,
+JupyterLab and the classic Notebook show them).
 
 Each expression is kept to arithmetic, array indexing, ``min``, ``sin`` and
 ``cos``, the part of Vega's expression language that reads the same in
@@ -50,46 +54,65 @@ __all__ = [
 
 # the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
 VENDORED = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
-# the site's vega/ (copied from _vendor/vega/) seen from a page of book/
-STATIC = "../vega"
 CDN = "https://cdn.jsdelivr.net/npm"
 
 _LOADER = """<div id="{id}" class="pe-interactive"></div>
 <script>
 (function () {{
   var spec = {spec};
-  // the libraries are loaded once per page, however many figures it has
-  if (!window.peVegaReady) {{
-    window.peVegaReady = new Promise(function (resolve) {{
-      var libs = {libs};
-      var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
-      // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
-      var define = window.define;
-      window.define = undefined;
-      function add(src, next, fallback) {{
-        var script = document.createElement("script");
-        script.src = src;
-        script.onload = next;
-        if (fallback) script.onerror = fallback;
-        document.head.appendChild(script);
-      }}
-      function load(i) {{
+  var libs = {libs};
+  var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
+  function load() {{
+    // the book's pages name its own copy (_static/pe-vega.js); a notebook takes the CDN
+    var base = window.peVegaBase;
+    // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
+    var define = window.define;
+    window.define = undefined;
+    return new Promise(function (resolve, reject) {{
+      function next(i) {{
         if (i === libs.length) {{
           window.define = define;
           return resolve();
         }}
         var lib = libs[i][0];
-        if (window[names[lib]]) return load(i + 1);
-        add("{static}/" + lib + ".min.js", function () {{ load(i + 1); }}, function () {{
-          add("{cdn}/" + lib + "@" + libs[i][1], function () {{ load(i + 1); }});
-        }});
+        if (window[names[lib]]) return next(i + 1);
+        var script = document.createElement("script");
+        script.src = base
+          ? base + lib + ".min.js"
+          : "{cdn}/" + lib + "@" + libs[i][1] + "/build/" + lib + ".min.js";
+        // a server that answers a missing file with a page loads without the library
+        script.onload = function () {{
+          window[names[lib]] ? next(i + 1) : script.onerror();
+        }};
+        script.onerror = function () {{
+          window.define = define;
+          reject(script.src);
+        }};
+        document.head.appendChild(script);
       }}
-      load(0);
+      next(0);
     }});
   }}
-  window.peVegaReady.then(function () {{
-    vegaEmbed("#{id}", spec, {{"actions": false}});
-  }});
+  function draw() {{
+    // the libraries are loaded once per page, however many figures it has
+    window.peVegaReady = window.peVegaReady || load();
+    window.peVegaReady.then(
+      function () {{
+        vegaEmbed("#{id}", spec, {{"actions": false}});
+      }},
+      function (src) {{
+        document.getElementById("{id}").textContent =
+          "This interactive figure needs Vega, which did not load from " + src +
+          "; the still figures beside it show the same ideas.";
+      }}
+    );
+  }}
+  // in the book, wait for the page's own scripts (pe-vega.js among them)
+  if (document.readyState === "loading") {{
+    document.addEventListener("DOMContentLoaded", draw);
+  }} else {{
+    draw();
+  }}
 }})();
 </script>"""
 
@@ -108,7 +131,6 @@ def figure_html(chart, *, name: str) -> str:
         id=f"pe-vis-{name}-{digest}",
         spec=text,
         libs=json.dumps(list(VENDORED.items())),
-        static=STATIC,
         cdn=CDN,
     )
 

@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import check_executed  # noqa: E402
+import check_notebook_figures  # noqa: E402
 import check_pages  # noqa: E402
 from test_project import dry_run, needs_make, run_nbval  # noqa: E402
 
@@ -258,3 +259,46 @@ def test_an_interactive_figure_counts_as_rendered_only_with_vega_output():
     assert check_pages.interactive_problems(static, empty) == [
         "interactive figure pe-vis-a-1234abcd did not render"
     ]
+
+
+# --- the figures as notebooks show them -----------------------------------------------
+
+
+def test_the_notebook_figure_check_finds_each_figure_output(tmp_path):
+    from pe_tutorial import interactive
+
+    figure = interactive.figure_html({"mark": "point"}, name="a")
+    cell = nbformat.v4.new_code_cell("show()", execution_count=1)
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": figure}),
+        nbformat.v4.new_output("display_data", data={"text/html": "<p>table</p>"}),
+        nbformat.v4.new_output("stream", name="stdout", text="printed"),
+    ]
+    path = write(tmp_path, "ch.ipynb", notebook_with(cell, cell))
+    outputs = check_notebook_figures.figure_outputs(path)
+    assert outputs == [figure, figure]
+    views = check_notebook_figures.views(path, outputs)
+    # each output alone as Colab frames it, then the whole page twice
+    assert [v[0] for v in views] == [
+        "Colab, output 1",
+        "Colab, output 2",
+        "JupyterLab",
+        "classic Notebook (RequireJS)",
+    ]
+    colab, lab, classic = views[0], views[2], views[3]
+    assert list(colab[2]) == [colab[1]]  # any other path of its host is a 404
+    assert list(lab[2]) == ["*"]  # JupyterLab answers every path with its page
+    assert "window.define.amd" in classic[2][classic[1]]
+
+
+def test_the_cdn_paths_are_the_vendored_files():
+    host, paths = check_notebook_figures.vendored()
+    assert host == "cdn.jsdelivr.net"
+    for path, lib in paths.items():
+        assert (ROOT / "_vendor" / "vega" / f"{lib}.min.js").is_file()
+        assert path.endswith(f"/build/{lib}.min.js")
+
+
+@needs_make
+def test_make_test_checks_the_notebook_figures():
+    assert "tools/check_notebook_figures.py --install" in dry_run("test")

@@ -180,18 +180,33 @@ def test_figure_html_loads_the_vendored_libraries_and_is_deterministic(build):
     # notebooks stay light: a spec and a loader, never the libraries themselves
     assert len(html) < 20_000
     assert re.search(r'<div id="pe-vis-x-[0-9a-f]{8}" class="pe-interactive">', html)
-    assert '"../vega/" + lib + ".min.js"' in html
+    # the book's own copy where the page names it (_static/pe-vega.js), else the CDN
+    assert 'base + lib + ".min.js"' in html and "window.peVegaBase" in html
+    assert f'"{interactive.CDN}/" + lib + "@" + libs[i][1] + "/build/"' in html
     spec_text = re.search(r"var spec = (\{.*\});\n", html).group(1)
     spec = json.loads(spec_text)
     # outside the spec (whose $schema is a name, never fetched), the one address
-    # off the page is the CDN, tried only where the book's folder is missing
+    # off the page is the CDN
     loader = html.replace(spec_text, "")
-    assert loader.count("https://") == 1 and "script.onerror = fallback" in loader
+    assert loader.count("https://") == 1
+    # a library that did not load (an error, or a page served in its place) says so
+    assert "script.onerror = function" in loader and "did not load from" in loader
     # every slider is bound to a parameter the expressions read
     params = spec.get("params") or [
         p for part in spec.get("vconcat", []) for p in part.get("params", [])
     ]
     assert params and all("bind" in p for p in params)
+
+
+def test_the_book_names_its_own_copy_of_the_libraries():
+    # Jupyter Book adds every .js of _static/ to every page; the address is the
+    # site's vega/ (html_extra_path copies _vendor/ there) from wherever it is
+    script = (ROOT / "_static" / "pe-vega.js").read_text()
+    assert 'window.peVegaBase = new URL("../vega/", document.currentScript.src)' in (
+        script
+    )
+    config = (ROOT / "_config.yml").read_text()
+    assert "html_extra_path: [_vendor]" in config
 
 
 def test_the_vendored_libraries_are_the_pinned_versions():

@@ -1,7 +1,8 @@
 """Build the wheel and the sdist, install the wheel into a fresh virtual environment
 holding only what Colab has, and run a chapter from outside the repository (issue 11).
 
-    python tools/wheel_check.py [--venv _build/wheel-venv] [--chapter 02_integer_positions]
+    python tools/wheel_check.py [--venv _build/wheel-venv] [--chapter 04_sinusoidal] \
+        [--executed _build/wheel-run]
 
 1. ``python -m build`` writes ``_build/dist/*.whl`` and ``*.tar.gz``; both must
    hold the package data (the recorded results in ``pe_tutorial/results``).
@@ -12,7 +13,9 @@ holding only what Colab has, and run a chapter from outside the repository (issu
 3. The chapter is copied to a temporary folder outside the checkout and
    executed there with that environment's kernel. Its install cell must find
    the package already installed, and the package must be imported from the
-   environment, not from the checkout.
+   environment, not from the checkout. The executed notebook is written to
+   ``--executed``, where ``make test-wheel`` shows its interactive figure as
+   Colab would (``tools/check_notebook_figures.py``).
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def environment(venv: Path, torch_spec: str, index_url: str | None) -> Path:
     return python
 
 
-def run_chapter(python: Path, chapter: Path) -> None:
+def run_chapter(python: Path, chapter: Path, executed: Path) -> None:
     with tempfile.TemporaryDirectory() as folder:
         notebook = Path(folder) / chapter.name
         shutil.copy(chapter, notebook)
@@ -82,19 +85,23 @@ def run_chapter(python: Path, chapter: Path) -> None:
             "nb = nbformat.read(sys.argv[1], 4)\n"
             "NotebookClient(nb, timeout=600, kernel_name='python3',\n"
             "               resources={'metadata': {'path': sys.argv[2]}}).execute()\n"
+            "nbformat.write(nb, sys.argv[3])\n"
             "print('ran', sys.argv[1], 'with pe_tutorial', pe_tutorial.__version__,\n"
             "      'from', pe_tutorial.__file__)\n"
         )
         env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": ""}
         # the kernel is the environment's own (python3 resolves to its interpreter)
-        run(python, "-c", script, notebook, folder, cwd=folder, env=env)
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        run(python, "-c", script, notebook, folder, executed, cwd=folder, env=env)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dist", type=Path, default=ROOT / "_build" / "dist")
     parser.add_argument("--venv", type=Path, default=ROOT / "_build" / "wheel-venv")
-    parser.add_argument("--chapter", default="02_integer_positions")
+    # a chapter with an interactive figure, for the notebook figure check
+    parser.add_argument("--chapter", default="04_sinusoidal")
+    parser.add_argument("--executed", type=Path, default=ROOT / "_build" / "wheel-run")
     parser.add_argument(
         "--torch", default=os.environ.get("TORCH_SPEC", "torch==2.13.0")
     )
@@ -108,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     # the wheel's own requirements, resolved against what is there (nothing new expected)
     run(python, "-m", "pip", "install", "-q", wheel)
     run(python, "-m", "pip", "check")
-    run_chapter(python, ROOT / "book" / f"{args.chapter}.ipynb")
+    chapter = ROOT / "book" / f"{args.chapter}.ipynb"
+    run_chapter(python, chapter, args.executed.resolve() / chapter.name)
 
 
 if __name__ == "__main__":
