@@ -4,6 +4,9 @@ For self-attention ``f`` and any permutation matrix ``P`` of the tokens,
 ``f(P X) = P f(X)``: shuffling the input shuffles the output the same way and
 changes nothing else. So the same token gets the same output wherever it
 stands, and "dog bites man" and "man bites dog" produce the same set of vectors.
+The layers that came before attention get order from their structure:
+``RecurrentLayer`` from its recurrence, ``ConvolutionLayer`` from its kernel's
+offsets; neither is equivariant.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from torch import nn
 from ._validation import require_positive_int
 from .attention import dot_product_attention
 
-__all__ = ["SelfAttention", "WordEmbedder", "equivariance_gap", "to_torch_multihead"]
+__all__ = [
+    "SelfAttention",
+    "RecurrentLayer",
+    "ConvolutionLayer",
+    "WordEmbedder",
+    "equivariance_gap",
+    "to_torch_multihead",
+]
 
 
 class SelfAttention(nn.Module):
@@ -45,6 +55,47 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return dot_product_attention(x @ self.w_q, x @ self.w_k, x @ self.w_v)
+
+
+class RecurrentLayer(nn.Module):
+    """An Elman RNN that returns its state at every step (chapter 1).
+
+    ``h_t = tanh(x_t W_ih^T + b_ih + h_(t-1) W_hh^T + b_hh)`` with ``h_(-1) = 0``,
+    PyTorch's ``nn.RNN``. The state at ``t`` has read ``x_0 ... x_t`` in that
+    order, so order is part of the computation. Input and output ``(seq, d_model)``
+    or ``(batch, seq, d_model)``.
+    """
+
+    def __init__(self, d_model: int, *, seed: int = 0):
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.rnn = nn.RNN(d_model, d_model, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+class ConvolutionLayer(nn.Module):
+    """A 1-D convolution along the sequence, kernel size 3, zero-padded (chapter 1).
+
+    ``y_t = b + W_(-1) x_(t-1) + W_0 x_t + W_1 x_(t+1)`` (``x`` is zero outside the
+    sequence), PyTorch's ``nn.Conv1d``. Each weight belongs to an offset, so the
+    layer tells the left neighbour from the right one. Input and output
+    ``(seq, d_model)`` or ``(batch, seq, d_model)``.
+    """
+
+    def __init__(self, d_model: int, *, seed: int = 0):
+        super().__init__()
+        require_positive_int(d_model, "d_model")
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            self.conv = nn.Conv1d(d_model, d_model, kernel_size=3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Conv1d wants (batch, channels, seq)
+        return self.conv(x.transpose(-1, -2)).transpose(-1, -2)
 
 
 class WordEmbedder:

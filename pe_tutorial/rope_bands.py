@@ -23,6 +23,10 @@ evaluation (``ByteTransformer.set_rope_frequencies``) for a window of ``n``:
 
 If the first removes most of RoPE's rise past ``L`` and the control does not,
 the rise comes from the slow band.
+
+``p_rope_frequencies`` makes the drop permanent, as Barbero et al. (2025)
+propose: p-RoPE trains with the lowest frequencies set to zero, so those pairs
+are channels that carry content and no position at any distance (chapter 6).
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ import torch
 from ._validation import require_positive_int
 from .rope import rope_frequencies
 
-__all__ = ["BAND_ABLATIONS", "rope_wavelengths", "slow_pairs", "band_frequencies"]
+__all__ = [
+    "BAND_ABLATIONS",
+    "rope_wavelengths",
+    "slow_pairs",
+    "band_frequencies",
+    "p_rope_frequencies",
+]
 
 BAND_ABLATIONS: tuple[str, ...] = ("hold-slow", "hold-fast", "drop-slow")
 
@@ -76,3 +86,28 @@ def band_frequencies(
     band = slow if mode == "hold-slow" else ~slow
     shrink = min(1.0, train_length / length)
     return torch.where(band, theta * shrink, theta)
+
+
+def p_rope_frequencies(
+    head_dim: int, fraction: float, *, base: float = 10000.0
+) -> torch.Tensor:
+    """p-RoPE (Barbero et al., 2025): RoPE's frequencies, the lowest zeroed (chapter 6).
+
+    The first ``floor(fraction * head_dim / 2)`` pairs, the fastest, keep
+    ``theta_i = base ** (-2i / head_dim)``; every slower pair gets ``theta_i = 0``
+    and is never rotated. ``fraction`` is the share of pairs that rotate, in
+    ``(0, 1]``: 1 is RoPE, and the paper's "0.75-RoPE" drops the slowest quarter.
+    Give the result to ``RotaryEmbedding(..., frequencies=...)``.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError(f"fraction must be a number in (0, 1], got {fraction!r}")
+    if not 0 < fraction <= 1:
+        raise ValueError(
+            f"fraction must be in (0, 1] (the share of RoPE pairs that rotate; 1 is "
+            f"plain RoPE), got {fraction}"
+        )
+    theta = rope_frequencies(head_dim, base=base)
+    rotating = math.floor(fraction * (head_dim // 2))
+    return torch.where(
+        torch.arange(theta.numel()) < rotating, theta, torch.zeros_like(theta)
+    )

@@ -65,7 +65,10 @@ def test_the_reference_passes_every_check():
 @pytest.mark.parametrize(
     "mistake, diagnosis",
     [
-        ("concatenate", "all sines come first and then all cosines"),
+        (
+            "concatenate",
+            "all sines come first and then all cosines: the concatenated layout, which tensor2tensor and fairseq use",
+        ),
         ("swap", "sin and cos are swapped"),
         ("i/d", "yours look like 10000 ** (-i / dim)"),
         ("4i/d", "yours look like 10000 ** (-4i / dim)"),

@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pe_tutorial import sinusoidal_encoding
-from pe_tutorial.equivariance import SelfAttention, WordEmbedder, equivariance_gap
+from pe_tutorial.equivariance import (
+    ConvolutionLayer,
+    RecurrentLayer,
+    SelfAttention,
+    WordEmbedder,
+    equivariance_gap,
+)
 
 
 @settings(max_examples=25, deadline=None)
@@ -84,3 +90,54 @@ def test_torch_multihead_with_the_same_weights_computes_the_same_head():
     torch.testing.assert_close(torch_out, attention(x).detach(), rtol=1e-5, atol=1e-5)
     perm = torch.tensor([3, 0, 6, 1, 5, 2, 4])
     assert equivariance_gap(lambda t: layer(t, t, t)[0], x, perm) < 1e-5
+
+
+def test_the_recurrent_layer_is_the_elman_recurrence_step_by_step():
+    layer = RecurrentLayer(6, seed=3)
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(0))
+    rnn = layer.rnn
+    h, states = torch.zeros(6), []
+    for x_t in x:  # h_t = tanh(W_ih x_t + b_ih + W_hh h_(t-1) + b_hh)
+        h = torch.tanh(
+            rnn.weight_ih_l0 @ x_t
+            + rnn.bias_ih_l0
+            + rnn.weight_hh_l0 @ h
+            + rnn.bias_hh_l0
+        )
+        states.append(h)
+    with torch.no_grad():
+        assert torch.allclose(layer(x), torch.stack(states), atol=1e-6)
+        assert torch.allclose(layer(x[None])[0], layer(x), atol=1e-6)
+
+
+def test_the_convolution_layer_mixes_each_token_with_its_two_neighbours():
+    layer = ConvolutionLayer(4, seed=1)
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(2))
+    weight, bias = layer.conv.weight, layer.conv.bias  # (out, in, offset -1, 0, +1)
+    padded = torch.cat([torch.zeros(1, 4), x, torch.zeros(1, 4)])
+    expected = torch.stack(
+        [
+            bias + sum(weight[:, :, s] @ padded[t + s] for s in range(3))
+            for t in range(6)
+        ]
+    )
+    with torch.no_grad():
+        assert torch.allclose(layer(x), expected, atol=1e-6)
+
+
+def test_recurrence_and_convolution_see_order_and_attention_does_not():
+    x = torch.randn(7, 8, generator=torch.Generator().manual_seed(4))
+    perm = torch.tensor([0, 4, 2, 3, 1, 6, 5])
+    assert equivariance_gap(SelfAttention(8, seed=0), x, perm) < 1e-5
+    assert equivariance_gap(RecurrentLayer(8, seed=0), x, perm) > 0.05
+    assert equivariance_gap(ConvolutionLayer(8, seed=0), x, perm) > 0.05
+
+
+def test_the_layers_are_seeded_and_reject_a_bad_width():
+    x = torch.randn(3, 4)
+    for layer in (RecurrentLayer, ConvolutionLayer):
+        with torch.no_grad():
+            assert torch.equal(layer(4, seed=5)(x), layer(4, seed=5)(x))
+            assert not torch.equal(layer(4, seed=5)(x), layer(4, seed=6)(x))
+        with pytest.raises(ValueError, match="d_model"):
+            layer(0)

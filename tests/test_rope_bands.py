@@ -9,10 +9,11 @@ import torch
 
 from pe_tutorial.absolute import LearnedPositionalEmbedding
 from pe_tutorial.model import ByteTransformer, ModelConfig
-from pe_tutorial.rope import RotaryEmbedding, apply_rope
+from pe_tutorial.rope import RotaryEmbedding, apply_rope, rope_frequencies
 from pe_tutorial.rope_bands import (
     BAND_ABLATIONS,
     band_frequencies,
+    p_rope_frequencies,
     rope_wavelengths,
     slow_pairs,
 )
@@ -138,3 +139,55 @@ def test_a_learned_model_reads_longer_windows_once_extended(absolute):
     assert model(torch.randint(0, 256, (1, 16))).shape == (1, 16, 256)
     with pytest.raises(ValueError, match="needs a learned-table model"):
         tiny("rope").extend_learned_table(16)
+
+
+def paper_p_rope_angles(positions, head_dim, rope_percentage, max_wavelength=10000.0):
+    """The p-RoPE listing of Barbero et al. (2025), transcribed loop by loop: the
+    first int(p * head_dim // 2) pairs keep RoPE's timescales, the rest get an
+    infinite timescale; the angle is position / timescale."""
+    rope_angles = int(rope_percentage * head_dim // 2)
+    timescales = [max_wavelength ** (2 * i / head_dim) for i in range(rope_angles)]
+    timescales += [math.inf] * (head_dim // 2 - rope_angles)
+    return torch.tensor(
+        [[float(m) / s for s in timescales] for m in positions], dtype=torch.float64
+    )
+
+
+@pytest.mark.parametrize("head_dim, fraction", [(128, 0.75), (64, 0.25), (16, 1.0)])
+def test_p_rope_matches_the_papers_listing(head_dim, fraction):
+    positions = [0, 1, 7, 300, 4095]
+    theta = p_rope_frequencies(head_dim, fraction).double()
+    ours = torch.tensor(positions, dtype=torch.float64)[:, None] * theta
+    reference = paper_p_rope_angles(positions, head_dim, fraction)
+    assert torch.allclose(ours, reference, rtol=1e-6)
+    kept = int(fraction * head_dim // 2)
+    assert int((theta > 0).sum()) == kept
+    assert torch.equal(theta[:kept], rope_frequencies(head_dim)[:kept].double())
+
+
+def test_full_p_rope_is_rope_and_its_dropped_pairs_carry_no_position():
+    assert torch.equal(p_rope_frequencies(32, 1.0), rope_frequencies(32))
+    theta = p_rope_frequencies(32, 0.5)
+    rotary = RotaryEmbedding(32, frequencies=theta)
+    q, k = torch.randn(2, 32, generator=torch.Generator().manual_seed(0))
+    dropped = torch.cat([torch.arange(8, 16), torch.arange(24, 32)])  # half pairing
+    scores = []
+    for m in (0, 5, 900):  # the same content at distance m
+        qm = rotary(q[None].expand(m + 1, 32))[-1]
+        k0 = rotary(k[None])[0]
+        scores.append(float(qm[dropped] @ k0[dropped]))
+    # the dropped channels' score is their plain dot product at every distance
+    assert scores == pytest.approx([float(q[dropped] @ k[dropped])] * 3, abs=1e-5)
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5, float("nan")])
+def test_a_p_rope_fraction_outside_zero_one_is_named(fraction):
+    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\]"):
+        p_rope_frequencies(64, fraction)
+
+
+def test_a_p_rope_fraction_must_be_a_number():
+    with pytest.raises(TypeError, match="fraction"):
+        p_rope_frequencies(64, "0.5")
+    with pytest.raises(TypeError, match="fraction"):
+        p_rope_frequencies(64, True)

@@ -68,9 +68,12 @@ def check_sinusoidal(fn: Callable[[int, int], torch.Tensor]) -> None:
         mistakes = [
             (
                 variant(exponent=_two_i, layout="concatenated"),
-                "all sines come first and then all cosines (concatenated); the "
-                "table interleaves them: column 2i is sin(p omega_i), column "
-                "2i + 1 is cos(p omega_i)",
+                "all sines come first and then all cosines: the concatenated "
+                "layout, which tensor2tensor and fairseq use (the same columns "
+                "in another order, as good for a model), but not the one asked "
+                "for here, the "
+                "interleaved layout of this book: column 2i is sin(p omega_i), "
+                "column 2i + 1 is cos(p omega_i)",
             ),
             (
                 variant(exponent=_two_i, layout="interleaved", swap=True),
