@@ -16,7 +16,8 @@ holds one idea:
 - ``schemes``      one adapter per encoding, wrapping that encoding's module (chapters 7-9)
 - ``attention``    reference attention, masks, naive/SDPA/Flex kernels, the multi-head layer;
                    knows no encoding
-- ``equivariance`` why attention needs positions (chapter 1)
+- ``equivariance`` why attention needs positions, and why RNNs and convolutions do not
+                   (chapter 1)
 - ``diagnostics``  what an encoding does to the embeddings it is added to (chapters 2-3)
 - ``attention_inputs`` the checks of attention's inputs that every kernel shares
 - ``flex``         FlexAttention's plumbing: block masks, compile checks, the flex path
@@ -28,8 +29,10 @@ holds one idea:
 - ``rope_triton``  the Triton RoPE kernel (CUDA; tested in Triton's CPU interpreter)
 - ``plots``        figure helpers the chapters share
 - ``linear_attention`` linear attention with RoPE on the features (chapter 6)
+- ``performer``    FAVOR+ random-feature attention, with RoPE before the features (chapter 6)
 - ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
-- ``rope_bands``   RoPE's fast and slow pairs against the training length; band ablations
+- ``rope_bands``   RoPE's fast and slow pairs against the training length; band ablations;
+                   p-RoPE's frequencies (chapter 6)
 - ``registry``     every scheme a model can use, registered once (name, entry, modules)
 - ``model``        a small byte-level Transformer taking any registered scheme (chapter 9)
 - ``data``         the standard-library and Shakespeare byte corpora, scoring segments,
