@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import torch
 
@@ -320,4 +322,59 @@ def rope_scaling_ratios(
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(alpha=0.3)
+    return ax
+
+
+def shift_arcs(
+    shift_matrix: torch.Tensor,
+    frequency: float,
+    shift: int,
+    *,
+    starts=(0, 10, 20, 30),
+    ax=None,
+):
+    """One sinusoid pair ``PE(p) = (sin p w, cos p w)`` on its circle, and the arc
+    ``shift_matrix`` (the 2 x 2 ``M_k``) turns it through from each start (chapter 5).
+
+    Grey dots are ``PE(p)`` for the positions of one turn; each coloured arc goes
+    from ``PE(start)`` to ``M_k PE(start)``, drawn where ``M_k`` puts it.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 6))
+    turn = torch.arange(int(2 * math.pi / frequency) + 1)
+    ax.plot(
+        torch.sin(turn * frequency),
+        torch.cos(turn * frequency),
+        "o",
+        markersize=3,
+        color="grey",
+        label=f"PE(p), p = 0..{len(turn) - 1}",
+    )
+    for start, colour in zip(starts, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        here = torch.tensor([math.sin(start * frequency), math.cos(start * frequency)])
+        arc = torch.linspace(start, start + shift, 30) * frequency
+        ax.plot(
+            torch.sin(arc),
+            torch.cos(arc),
+            color=colour,
+            linewidth=3,
+            label=f"M_{shift}: p = {start} → {start + shift}",
+        )
+        # the arrow ends where M_k puts PE(start)
+        ax.annotate(
+            "",
+            xy=(shift_matrix @ here).tolist(),
+            xytext=(float(torch.sin(arc[-3])), float(torch.cos(arc[-3]))),
+            arrowprops=dict(arrowstyle="-|>", color=colour, lw=2),
+        )
+    ax.set(
+        title=f"M_{shift} turns PE(p) by the same arc everywhere (ω = {frequency})",
+        xlabel="sin(pω)",
+        ylabel="cos(pω)",
+        aspect="equal",
+        xlim=(-1.3, 1.3),
+        ylim=(-1.3, 1.3),
+    )
+    # beside the circle, not on it
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return ax

@@ -1,6 +1,8 @@
-"""Chapter 9's figure helpers draw what the results hold."""
+"""The figure helpers draw what the results and the formulas hold."""
 
 from __future__ import annotations
+
+import math
 
 import matplotlib
 
@@ -8,6 +10,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+import torch  # noqa: E402
 
 from pe_tutorial.plots import (  # noqa: E402
     length_curves,
@@ -16,6 +19,7 @@ from pe_tutorial.plots import (  # noqa: E402
     position_curves,
     rate_sweep,
     rope_scaling_ratios,
+    shift_arcs,
 )
 from pe_tutorial.rope import rope_frequencies  # noqa: E402
 
@@ -127,3 +131,22 @@ def test_passkey_grids_put_each_scheme_in_its_own_panel():
     # one colour bar for all, and the empty fourth panel hidden
     assert sum(1 for ax in fig.axes if ax.get_label() == "<colorbar>") == 1
     plt.close(fig)
+
+
+def test_shift_arcs_end_where_the_matrix_puts_each_start():
+    w, shift = 0.15, 5
+    angle = shift * w
+    M = torch.tensor(
+        [[math.cos(angle), math.sin(angle)], [-math.sin(angle), math.cos(angle)]]
+    )
+    ax = shift_arcs(M, w, shift, starts=(0, 10))
+    dots, *arcs = ax.get_lines()
+    assert len(dots.get_xdata()) == 42  # one turn of positions at w = 0.15
+    ends = [a.xy for a in ax.findobj(matplotlib.text.Annotation)]
+    for start, end, arc in zip((0, 10), ends, arcs):
+        p = start + shift
+        assert end == pytest.approx([math.sin(p * w), math.cos(p * w)], abs=1e-6)
+        # the arc runs from PE(start) to PE(start + shift)
+        assert arc.get_xdata()[0] == pytest.approx(math.sin(start * w))
+        assert arc.get_xdata()[-1] == pytest.approx(math.sin(p * w), abs=1e-6)
+    plt.close(ax.figure)
