@@ -31,6 +31,10 @@ holds one idea:
 - ``linear_attention`` linear attention with RoPE on the features (chapter 6)
 - ``performer``    FAVOR+ random-feature attention, with RoPE before the features (chapter 6)
 - ``rope_scaling`` RoPE context extension: linear, NTK, dynamic NTK, YaRN, Llama 3 (chapter 9)
+- ``temperature``  attention entropy at long context, YaRN's factor, Llama 4's query scale
+                   (chapter 11)
+- ``mrope``        multimodal RoPE (Qwen2-VL): time, height and width sections (chapter 11)
+- ``latent_attention`` DeepSeek's multi-head latent attention with decoupled RoPE (chapter 11)
 - ``rope_bands``   RoPE's fast and slow pairs against the training length; band ablations;
                    p-RoPE's frequencies (chapter 6)
 - ``registry``     every scheme a model can use, registered once (name, entry, modules)

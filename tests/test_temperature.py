@@ -1,0 +1,116 @@
+"""Attention temperature: entropy, YaRN's factor and Llama 4's query scale, the last
+checked against transformers' Llama 4 attention."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pe_tutorial.attention import attention_weights, dot_product_attention
+from pe_tutorial.model import ByteTransformer, ModelConfig
+from pe_tutorial.rope_scaling import scaled_rope_frequencies
+from pe_tutorial.temperature import (
+    attention_entropies,
+    attention_entropy,
+    llama4_query_scale,
+    yarn_attention_factor,
+)
+
+
+def test_uniform_weights_have_entropy_ln_n_and_one_hot_zero():
+    for n in (1, 4, 100):
+        assert float(attention_entropy(torch.full((n,), 1.0 / n))) == pytest.approx(
+            math.log(n)
+        )
+    assert float(attention_entropy(torch.tensor([0.0, 1.0, 0.0]))) == 0.0
+
+
+def test_yarn_factor_is_the_one_rope_scaling_applies():
+    for s in (1.0, 2.0, 8.0, 32.0):
+        _, scale = scaled_rope_frequencies(
+            64, "yarn", factor=s, original_max_positions=64
+        )
+        assert yarn_attention_factor(s) == pytest.approx(scale)
+    assert yarn_attention_factor(0.5) == 1.0
+    with pytest.raises(ValueError, match="factor must be > 0"):
+        yarn_attention_factor(0)
+
+
+def test_llama4_scale_by_hand():
+    positions = torch.tensor([0, 8190, 8191, 16383, 100_000])
+    expected = [1 + 0.1 * math.log(1 + (m + 1) // 8192) for m in positions.tolist()]
+    assert llama4_query_scale(positions).tolist() == pytest.approx(expected)
+    assert llama4_query_scale(positions)[:2].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("floor_scale", [0, -8, float("nan")])
+def test_a_temperature_floor_that_is_not_positive_is_named(floor_scale):
+    with pytest.raises(ValueError, match="floor_scale must be a positive"):
+        llama4_query_scale(torch.arange(4), floor_scale=floor_scale)
+
+
+def test_llama4_scale_needs_integer_positions():
+    with pytest.raises(ValueError, match="integers"):
+        llama4_query_scale(torch.arange(4.0))
+
+
+def test_entropies_of_a_model_are_those_of_its_weights():
+    torch.manual_seed(0)
+    model = ByteTransformer(ModelConfig("alibi", d_model=16, num_heads=2, num_layers=2))
+    tokens = torch.randint(0, 256, (1, 12))
+    entropies = attention_entropies(model, tokens)
+    assert entropies.shape == (2, 1, 2, 12)
+    # the first query sees one key: entropy 0; none exceeds ln(its keys)
+    assert torch.all(entropies[..., 0].abs() < 1e-6)
+    assert torch.all(entropies <= torch.log(torch.arange(1, 13.0)) + 1e-5)
+    # layer 0 by hand: its input is the first block's norm of the embeddings
+    block = model.blocks[0]
+    x = block.norm1(model.embed(tokens))
+    q, k, _ = (
+        t.view(1, 12, 2, 8).transpose(1, 2) for t in block.attention.qkv(x).chunk(3, -1)
+    )
+    bias = block.attention.scheme.bias(q, k, causal=True)
+    causal = torch.ones(12, 12, dtype=torch.bool).tril()
+    expected = attention_entropy(attention_weights(q, k, bias=bias, mask=causal))
+    assert torch.allclose(entropies[0], expected.detach(), atol=1e-6)
+
+
+def test_llama4_query_scale_equals_transformers_nope_layer():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama4 import modeling_llama4 as hf
+
+    config = transformers.Llama4TextConfig(
+        hidden_size=32,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_hidden_layers=1,
+        no_rope_layers=[0],  # 0: a NoPE layer, where the temperature tuning acts
+        attn_temperature_tuning=True,
+        floor_scale=4,  # small, so that 20 positions cross several floors
+        attn_scale=0.5,
+        attention_bias=False,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(0)
+    layer = hf.Llama4TextAttention(config, layer_idx=0).double().eval()
+    T = 20
+    x = torch.randn(1, T, 32, dtype=torch.float64)
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)[None, None]
+    with torch.no_grad():
+        expected, _ = layer(x, None, mask)
+        split = lambda w: (x @ w.weight.T).view(1, T, 2, 16).transpose(1, 2)  # noqa: E731
+        q, k, v = split(layer.q_proj), split(layer.k_proj), split(layer.v_proj)
+        scale = llama4_query_scale(torch.arange(T), floor_scale=4, attn_scale=0.5)
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+
+        def output(queries):
+            out = dot_product_attention(queries, k, v, mask=causal)
+            return layer.o_proj(out.transpose(1, 2).reshape(1, T, 32))
+
+        ours, unscaled = output(q * scale.double()[:, None]), output(q)
+    # the scale is float32, as transformers computes it
+    assert torch.allclose(ours, expected, atol=1e-6)
+    assert not torch.allclose(unscaled, expected, atol=1e-3)
