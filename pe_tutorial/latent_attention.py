@@ -110,22 +110,10 @@ class LatentAttention(nn.Module):
         weight = self.kv_b_proj.weight.view(self.num_heads, -1, self.kv_rank)
         return weight.split([self.nope_dim, self.v_dim], dim=1)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        positions: torch.Tensor | None = None,
-        *,
-        absorbed: bool = False,
-    ) -> torch.Tensor:
-        if x.dim() != 3:
-            raise ValueError(f"x must be (batch, T, d_model), got {tuple(x.shape)}")
-        batch, length, _ = x.shape
-        if positions is None:
-            positions = torch.arange(length, device=x.device)
-        q_nope, q_rope = self.queries(x, positions)
-        c, k_rope = self.latents(x, positions)
+    def _attend(self, q_nope, q_rope, c, k_rope, mask, absorbed: bool):
+        """Attention of the queries over the latents ``c`` and the shared ``k_rope``."""
         w_uk, w_uv = self._up_projections()
-        rope_scores = q_rope @ k_rope[:, None].transpose(-1, -2)  # (B, H, T, T)
+        rope_scores = q_rope @ k_rope[:, None].transpose(-1, -2)  # (B, H, Tq, T)
         if absorbed:
             # q_nope . (c W_uk^T) = (q_nope W_uk) . c: score the cached latents
             q_latent = torch.einsum("bhtd,hdr->bhtr", q_nope, w_uk)
@@ -136,15 +124,50 @@ class LatentAttention(nn.Module):
         scores = (content_scores + rope_scores) * (
             self.nope_dim + self.rope_dim
         ) ** -0.5
-        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
-        weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
         if absorbed:
             # weights . (c W_uv^T) = (weights . c) W_uv^T
             out = torch.einsum("bhtr,hvr->bhtv", weights @ c[:, None], w_uv)
         else:
-            v = torch.einsum("btr,hvr->bhtv", c, w_uv)
-            out = weights @ v
+            out = weights @ torch.einsum("btr,hvr->bhtv", c, w_uv)
+        batch, _, length, _ = out.shape
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        absorbed: bool = False,
+    ) -> torch.Tensor:
+        if x.dim() != 3:
+            raise ValueError(f"x must be (batch, T, d_model), got {tuple(x.shape)}")
+        length = x.shape[1]
+        if positions is None:
+            positions = torch.arange(length, device=x.device)
+        q_nope, q_rope = self.queries(x, positions)
+        c, k_rope = self.latents(x, positions)
+        causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
+        return self._attend(q_nope, q_rope, c, k_rope, causal, absorbed)
+
+    def decode(
+        self,
+        x_new: torch.Tensor,
+        c: torch.Tensor,
+        k_rope: torch.Tensor,
+        *,
+        absorbed: bool,
+    ) -> torch.Tensor:
+        """One decoding step: the newest token ``x_new`` ``(B, 1, d_model)``, at
+        position ``T - 1``, against a cache (``latents``) of ``T`` tokens that
+        already holds it. Absorbed, it reads the cache as it is; expanded, it
+        first makes every cached token's keys and values, as a plain cache of
+        the up-projected heads would store them."""
+        position = torch.tensor([c.shape[1] - 1], device=x_new.device)
+        q_nope, q_rope = self.queries(x_new, position)
+        return self._attend(q_nope, q_rope, c, k_rope, None, absorbed)
 
 
 def coupled_absorption_error(

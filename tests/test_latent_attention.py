@@ -94,3 +94,14 @@ def test_equals_transformers_deepseek_v3_attention():
         expected, _ = reference(x, (cos, sin), mask.expand(2, 1, T, T))
         assert torch.allclose(ours(x), expected, atol=1e-5)
         assert torch.allclose(ours(x, absorbed=True), expected, atol=1e-5)
+
+
+def test_a_decoding_step_is_the_last_row_of_the_whole_sequence():
+    mla = layer(4)
+    x = torch.randn(1, 10, 32, dtype=torch.float64)
+    with torch.no_grad():
+        c, k_rope = mla.latents(x, torch.arange(10))
+        whole = mla(x)
+        for absorbed in (False, True):
+            step = mla.decode(x[:, -1:], c, k_rope, absorbed=absorbed)
+            assert torch.allclose(step, whole[:, -1:], atol=1e-10)

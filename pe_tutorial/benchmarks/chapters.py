@@ -21,6 +21,7 @@ from ..absolute import (
 from ..alibi import ALiBiBias
 from ..attention import attend, dot_product_attention, flex_available
 from ..bench import Case
+from ..latent_attention import LatentAttention
 from ..relative import ShawRelativePosition, T5RelativeBias
 from ..rope import apply_rope, apply_rope_complex, apply_rope_matrix
 from ..schemes import ALiBiScheme, ShawScheme, T5BiasScheme
@@ -505,6 +506,68 @@ for _suite in (
     ),
 ):
     register(_suite)
+
+
+def latent_decode(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    cache_tokens: int | None = None,
+) -> Plan:
+    """One decoding step of latent attention over its cache, absorbed and expanded (chapter 11).
+
+    Both read the cache of latents and shared rotated keys, ``T x (kv_rank +
+    rope_dim)`` numbers: the bytes each row is compared with. Expanded, the
+    step first makes every cached token's keys and values (what a plain cache
+    would store); absorbed, it scores the latents as they are. The suite checks
+    first that the two give the same output.
+    """
+    if cache_tokens is None:
+        cache_tokens = 16384 if _on_gpu(device) else 2048
+    sizes = dict(q_rank=192, kv_rank=128, nope_dim=32, rope_dim=16, v_dim=32)
+    torch.manual_seed(0)
+    layer = LatentAttention(256, 8, **sizes).to(device=device, dtype=dtype).eval()
+    x = torch.randn(1, cache_tokens, 256, device=device, dtype=dtype)
+    with torch.no_grad():
+        c, k_rope = layer.latents(x, torch.arange(cache_tokens, device=device))
+    new = x[:, -1:]
+
+    def step(absorbed):
+        with torch.no_grad():
+            return layer.decode(new, c, k_rope, absorbed=absorbed)
+
+    if not torch.allclose(step(True), step(False), atol=1e-4, rtol=1e-3):
+        raise AssertionError("absorbed and expanded decoding disagree")
+    nbytes = (c.numel() + k_rope.numel()) * c.element_size()
+    shapes = {"cache": [cache_tokens, layer.cache_size()]}
+    cases = [
+        Case(
+            "absorbed: score the latents",
+            lambda: step(True),
+            shapes,
+            str(dtype),
+            nbytes,
+        ),
+        Case(
+            "expanded: keys and values first",
+            lambda: step(False),
+            shapes,
+            str(dtype),
+            nbytes,
+        ),
+    ]
+    return Plan(cases, settings={"cache_tokens": cache_tokens, **sizes, "heads": 8})
+
+
+register(
+    Suite(
+        "latent_decode",
+        "11",
+        "MLA decoding: absorbed against expanded",
+        latent_decode,
+        why="one new token against 2048 cached ones on a CPU (16384 on a GPU), 8 heads",
+    )
+)
 
 
 def copy_sizes(
