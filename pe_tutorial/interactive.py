@@ -55,6 +55,12 @@ __all__ = [
 # the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
 VENDORED = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
 CDN = "https://cdn.jsdelivr.net/npm"
+# every figure's text sizes in px, set by figure_html (a chart's own config wins)
+READABLE_TEXT = {
+    "axis": {"labelFontSize": 12, "titleFontSize": 13},
+    "legend": {"labelFontSize": 12, "titleFontSize": 12},
+    "title": {"fontSize": 14},
+}
 
 _LOADER = """<div id="{id}" class="pe-interactive"></div>
 <script>
@@ -124,7 +130,9 @@ def figure_html(chart, *, name: str) -> str:
     the ``<div>``'s id (with a hash of the spec, so the same figure gives the
     same output on every run, as the execution cache wants).
     """
-    spec = chart if isinstance(chart, Mapping) else chart.to_dict()
+    spec = dict(chart if isinstance(chart, Mapping) else chart.to_dict())
+    # text as large as the page's figures (Vega's defaults are 10 and 11 px)
+    spec["config"] = {**READABLE_TEXT, **spec.get("config", {})}
     text = json.dumps(spec, sort_keys=True)
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
     return _LOADER.format(
@@ -403,8 +411,8 @@ def rope_pair_figure(*, head_dim: int = 16, max_position: int = 64):
         .transform_calculate(x=expressions["x"], y=expressions["y"])
         .mark_rule(strokeWidth=4)
         .encode(
-            x=alt.X("x0:Q", scale=scale, title=None),
-            y=alt.Y("y0:Q", scale=scale, title=None),
+            x=alt.X("x0:Q", scale=scale, title="first channel of the pair"),
+            y=alt.Y("y0:Q", scale=scale, title="second channel of the pair"),
             x2="x:Q",
             y2="y:Q",
             color=alt.Color("vector:N", title=None),
@@ -483,6 +491,8 @@ def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
                 "completes:N",
                 title="a full turn within L",
                 scale=alt.Scale(domain=[True, False], range=["#1f77b4", "#d62728"]),
+                # below the plot, so the figure fits the text column
+                legend=alt.Legend(orient="bottom"),
             ),
             tooltip=[
                 "pair:Q",
@@ -655,7 +665,9 @@ def scaling_figure(*, head_dim: int = 32, original: int = 128, base: float = 100
                 scale=alt.Scale(type="log", domain=[1, 32]),
                 title="theta_i / theta_i' (1 = kept, s = interpolated)",
             ),
-            color=alt.Color("method:N", title="method"),
+            color=alt.Color(
+                "method:N", title="method", legend=alt.Legend(orient="bottom")
+            ),
             tooltip=["method:N", "pair:Q", alt.Tooltip("slowed:Q", format=".3f")],
         )
         .add_params(factor)

@@ -358,7 +358,7 @@ def shift_arcs(
             torch.cos(arc),
             color=colour,
             linewidth=3,
-            label=f"M_{shift}: p = {start} → {start + shift}",
+            label=f"$M_{{{shift}}}$: p = {start} → {start + shift}",
         )
         # the arrow ends where M_k puts PE(start)
         ax.annotate(
@@ -368,7 +368,7 @@ def shift_arcs(
             arrowprops=dict(arrowstyle="-|>", color=colour, lw=2),
         )
     ax.set(
-        title=f"M_{shift} turns PE(p) by the same arc everywhere (ω = {frequency})",
+        title=f"$M_{{{shift}}}$ turns PE(p) by the same arc everywhere (ω = {frequency})",
         xlabel="sin(pω)",
         ylabel="cos(pω)",
         aspect="equal",
