@@ -21,7 +21,19 @@ from torch.nn import functional as F
 
 from .rope import apply_rope
 
-__all__ = ["elu_feature_map", "linear_attention"]
+__all__ = ["elu_feature_map", "check_linear_inputs", "linear_attention"]
+
+
+def check_linear_inputs(q, k, v, causal: bool) -> None:
+    """q, k and v that fit, ``(..., Tq, D)``, ``(..., Tk, D)``, ``(..., Tk, Dv)``; causal
+    attention as many queries as keys (its running sums pair them by position)."""
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not "
+            "fit: q and k need the same last size, k and v the same length"
+        )
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError("causal linear attention needs as many queries as keys")
 
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -50,13 +62,7 @@ def linear_attention(
     sums only over ``j <= i`` (then q and k must have the same positions), as a
     running sum, still without a score matrix.
     """
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not "
-            "fit: q and k need the same last size, k and v the same length"
-        )
-    if causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError("causal linear attention needs as many queries as keys")
+    check_linear_inputs(q, k, v, causal)
     phi_q, phi_k = elu_feature_map(q), elu_feature_map(k)
     if rope:
         num_q = apply_rope(phi_q, q_positions, base=base)

@@ -27,6 +27,7 @@ import math
 import torch
 
 from ._validation import require_positive_int
+from .linear_attention import check_linear_inputs
 from .rope import apply_rope
 
 __all__ = ["random_directions", "favor_features", "performer_attention"]
@@ -126,13 +127,7 @@ def performer_attention(
             "give num_features (random directions are drawn) or directions, "
             "not both and not neither"
         )
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not "
-            "fit: q and k need the same last size, k and v the same length"
-        )
-    if causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError("causal attention needs as many queries as keys")
+    check_linear_inputs(q, k, v, causal)
     if rope:
         q = apply_rope(q, q_positions, base=base)
         k = apply_rope(k, k_positions, base=base)

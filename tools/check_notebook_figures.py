@@ -33,9 +33,7 @@ import json
 import os
 import re
 import ssl
-import subprocess
 import sys
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -130,34 +128,6 @@ def _serve(handler, certificate: Path | None = None) -> ThreadingHTTPServer:
     return server
 
 
-def render(browser: str, url: str, rules: str) -> tuple[str, list[str]]:
-    """The DOM after scripts ran, and the console messages (as check_pages.render)."""
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run(
-            [
-                browser,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-                f"--user-data-dir={profile}",
-                "--enable-logging=stderr",
-                "--v=0",
-                f"--host-resolver-rules={rules}",
-                "--ignore-certificate-errors",
-                "--virtual-time-budget=15000",
-                "--dump-dom",
-                url,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    return done.stdout, check_pages.CONSOLE.findall(done.stderr)
-
-
 def _document(body: str, head: str = "") -> str:
     return f"<!DOCTYPE html><html><head>{head}</head><body>{body}</body></html>"
 
@@ -209,7 +179,12 @@ def check(browser: str, notebooks: list[Path]) -> tuple[int, list[str]]:
                 "MAP * ~NOTFOUND"
             )
             try:
-                dom, console = render(browser, f"http://notebook.test{path}", rules)
+                dom, console = check_pages.render(
+                    browser,
+                    f"http://notebook.test{path}",
+                    host_rules=rules,
+                    extra=("--ignore-certificate-errors",),
+                )
             finally:
                 cdn.shutdown()
                 site.shutdown()

@@ -134,8 +134,20 @@ def parse(html: str) -> _Page:
     return page
 
 
-def render(browser: str, page: Path) -> tuple[str, list[str]]:
-    """The DOM after scripts ran (MathJax included), and the console messages."""
+def render(
+    browser: str,
+    page: Path | str,
+    *,
+    host_rules: str = "MAP * ~NOTFOUND",
+    extra: tuple[str, ...] = (),
+) -> tuple[str, list[str]]:
+    """The DOM after scripts ran (MathJax included), and the console messages.
+
+    ``page`` is a file or a URL. ``host_rules`` is Chromium's host resolver
+    rules: by default every host is unresolvable, so any request off the page
+    fails, and says so on the console.
+    """
+    url = page.resolve().as_uri() if isinstance(page, Path) else page
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
             [
@@ -149,11 +161,11 @@ def render(browser: str, page: Path) -> tuple[str, list[str]]:
                 f"--user-data-dir={profile}",
                 "--enable-logging=stderr",
                 "--v=0",
-                # offline: any request to a host fails, and says so on the console
-                "--host-resolver-rules=MAP * ~NOTFOUND",
+                f"--host-resolver-rules={host_rules}",
+                *extra,
                 "--virtual-time-budget=15000",
                 "--dump-dom",
-                page.resolve().as_uri(),
+                url,
             ],
             capture_output=True,
             text=True,
