@@ -30,7 +30,6 @@ exits 0, unless ``CI=true`` (as ``tools/check_pages.py``).
 from __future__ import annotations
 
 import json
-import os
 import re
 import ssl
 import sys
@@ -213,20 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = [Path(a) for a in args] or sorted(
         (ROOT / "_build" / "jupyter_execute" / "book").glob("*.ipynb")
     )
-    browser = check_pages.find_browser()
-    why = "not asked to install one (--install)"
-    if browser is None and install:
-        browser, why = check_pages.install_browser()
+    browser, code = check_pages.browser_for("the notebook figure check", install)
     if browser is None:
-        message = (
-            f"no browser found and {why}: the notebook figure check did not run; "
-            f"run {check_pages.INSTALL_HINT}"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            print(f"error: {message}; CI=true, so this fails", file=sys.stderr)
-            return 1
-        print(f"skipped: {message}")
-        return 0
+        return code
     if not any(figure_outputs(n) for n in notebooks if n.is_file()):
         print(
             "error: no interactive figure in the notebooks' outputs: run make book",

@@ -253,25 +253,35 @@ def pages(site: Path) -> list[Path]:
     ]
 
 
+def browser_for(check: str, install: bool) -> tuple[str | None, int]:
+    """A browser to run ``check`` in, installed first if ``install`` and missing;
+    without one, (None, the exit code): it says so and skips, or fails under
+    ``CI=true``, so CI cannot skip a check by accident."""
+    browser = find_browser()
+    why = "not asked to install one (--install)"
+    if browser is None and install:
+        browser, why = install_browser()
+    if browser is not None:
+        return browser, 0
+    message = (
+        f"no browser found ({', '.join(BROWSERS)}) and {why}: "
+        f"{check} did not run; run {INSTALL_HINT}"
+    )
+    if os.environ.get("CI", "").lower() == "true":
+        print(f"error: {message}; CI=true, so this fails", file=sys.stderr)
+        return None, 1
+    print(f"skipped: {message}")
+    return None, 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     install = "--install" in args
     args = [a for a in args if a != "--install"]
     site = Path(args[0]) if args else ROOT / "_build" / "html"
-    browser = find_browser()
-    why = "not asked to install one (--install)"
-    if browser is None and install:
-        browser, why = install_browser()
+    browser, code = browser_for("the page check", install)
     if browser is None:
-        message = (
-            f"no browser found ({', '.join(BROWSERS)}) and {why}: "
-            f"the page check did not run; run {INSTALL_HINT}"
-        )
-        if os.environ.get("CI", "").lower() == "true":
-            print(f"error: {message}; CI=true, so this fails", file=sys.stderr)
-            return 1
-        print(f"skipped: {message}")
-        return 0
+        return code
     found = pages(site)
     if not found:
         print(f"error: no built pages under {site}: run make book", file=sys.stderr)
