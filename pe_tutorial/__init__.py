@@ -35,6 +35,7 @@ holds one idea:
                    (chapter 11)
 - ``mrope``        multimodal RoPE (Qwen2-VL): time, height and width sections (chapter 11)
 - ``latent_attention`` DeepSeek's multi-head latent attention with decoupled RoPE (chapter 11)
+- ``local_global`` Gemma 3's local and global layers, sliding window, two RoPE bases (chapter 11)
 - ``rope_mixed``   2-D RoPE with learned mixed frequencies (RoPE-Mixed, chapter 11)
 - ``xpos``, ``fire``, ``random_positions`` three more of RoPE's descendants (chapter 11)
 - ``rope_bands``   RoPE's fast and slow pairs against the training length; band ablations;

@@ -1,0 +1,60 @@
+"""Local and global layers with a RoPE base each (Gemma 3's pattern; chapter 11).
+
+Gemma 3 alternates five *local* layers, whose queries see only the last
+``window`` keys (a sliding window), with one *global* layer that sees them
+all, and gives the two kinds different RoPE bases: 10 000 for the local
+layers, whose distances stay short, and 1 000 000 for the global ones, whose
+slowest pairs must not turn far within a long context (chapter 6's base,
+chapter 11's wavelengths). Only the global layers' cache grows with the
+context. ``layer_types`` names each layer as transformers does, and
+``sliding_window_mask`` is the causal window ``i - window < j <= i``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._validation import require_positive_int
+from .rope_core import rope_frequencies
+
+__all__ = [
+    "GEMMA3_BASES",
+    "layer_types",
+    "sliding_window_mask",
+    "layer_frequencies",
+]
+
+# transformers' defaults for Gemma 3: rope_local_base_freq and rope_theta
+GEMMA3_BASES = {"sliding_attention": 10_000.0, "full_attention": 1_000_000.0}
+
+
+def layer_types(num_layers: int, *, pattern: int = 6) -> list[str]:
+    """``"full_attention"`` for every ``pattern``-th layer (the last of each group),
+    ``"sliding_attention"`` for the others: Gemma 3's 5 local to 1 global."""
+    require_positive_int(num_layers, "num_layers")
+    require_positive_int(pattern, "pattern")
+    return [
+        "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
+        for i in range(num_layers)
+    ]
+
+
+def sliding_window_mask(length: int, window: int) -> torch.Tensor:
+    """``(length, length)`` booleans, True where query ``i`` may see key ``j``:
+    ``i - window < j <= i``, the last ``window`` keys including itself."""
+    require_positive_int(length, "length")
+    require_positive_int(window, "window")
+    i = torch.arange(length)[:, None]
+    j = torch.arange(length)[None, :]
+    return (j <= i) & (j > i - window)
+
+
+def layer_frequencies(
+    layer_type: str, head_dim: int, *, bases: dict[str, float] = GEMMA3_BASES
+) -> torch.Tensor:
+    """RoPE's frequencies for a layer of ``layer_type``, at that type's base."""
+    if layer_type not in bases:
+        raise ValueError(
+            f"unknown layer type {layer_type!r}; choose one of {tuple(bases)}"
+        )
+    return rope_frequencies(head_dim, base=bases[layer_type])
