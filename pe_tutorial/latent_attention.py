@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._validation import require_positive_int
+from ._validation import require_even, require_positive_int
 from .rope import apply_rope
 
 __all__ = ["LatentAttention", "coupled_absorption_error"]
@@ -65,10 +65,7 @@ class LatentAttention(nn.Module):
             ("v_dim", v_dim),
         ):
             require_positive_int(value, name)
-        if rope_dim % 2:
-            raise ValueError(
-                f"rope_dim must be even (RoPE turns pairs of channels), got {rope_dim}"
-            )
+        require_even(rope_dim, "rope_dim", "(RoPE turns pairs of channels)")
         self.num_heads, self.kv_rank = num_heads, kv_rank
         self.nope_dim, self.rope_dim, self.v_dim, self.base = (
             nope_dim,

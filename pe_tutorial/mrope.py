@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from ._validation import require_positive_int
-from .rope_core import check_x, rope_frequencies, rotate
+from .rope_core import check_rotary_dim, check_x, rope_frequencies, rotate
 
 __all__ = ["QWEN2_VL_SECTIONS", "mrope_position_ids", "mrope_cos_sin", "apply_mrope"]
 
@@ -28,6 +28,7 @@ QWEN2_VL_SECTIONS = (16, 24, 24)
 
 def check_sections(sections: Sequence[int], head_dim: int) -> tuple[int, int, int]:
     """Three positive section sizes that add up to ``head_dim / 2``."""
+    check_rotary_dim(head_dim, None)
     sections = tuple(sections)
     if len(sections) != 3 or not all(
         isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sections
@@ -36,7 +37,7 @@ def check_sections(sections: Sequence[int], head_dim: int) -> tuple[int, int, in
             f"sections must be three positive integers (time, height, width), got "
             f"{sections}"
         )
-    if sum(sections) != head_dim // 2 or head_dim % 2:
+    if sum(sections) != head_dim // 2:
         raise ValueError(
             f"sections {sections} add up to {sum(sections)} pairs, but a head of "
             f"{head_dim} channels has {head_dim // 2}: they must sum to half the "

@@ -22,8 +22,8 @@ import math
 import torch
 from torch import nn
 
-from ._validation import require_positive_int
-from .rope_core import check_x, rope_frequencies, rotate
+from ._validation import require_integer_tensor
+from .rope_core import check_rotary_dim, check_x, rope_frequencies, rotate
 
 __all__ = ["MixedRoPE2d"]
 
@@ -38,12 +38,7 @@ class MixedRoPE2d(nn.Module):
 
     def __init__(self, head_dim: int, *, base: float = 100.0, seed: int = 0):
         super().__init__()
-        require_positive_int(head_dim, "head_dim")
-        if head_dim % 2:
-            raise ValueError(
-                f"head_dim must be even (RoPE turns pairs), got {head_dim}"
-            )
-        self.head_dim = head_dim
+        self.head_dim = check_rotary_dim(head_dim, None)
         magnitude = rope_frequencies(head_dim, base=base)
         generator = torch.Generator().manual_seed(seed)
         direction = torch.rand(head_dim // 2, generator=generator) * 2 * math.pi
@@ -63,7 +58,6 @@ class MixedRoPE2d(nn.Module):
                 f"positions must be (..., T, 2), one (x, y) per token of x's "
                 f"{x.shape[-2]}, got {tuple(positions.shape)}"
             )
-        if positions.is_floating_point():
-            raise ValueError("positions must be integer coordinates")
+        require_integer_tensor(positions)
         angles = positions.float() @ self.frequencies  # (..., T, D/2)
         return rotate(x, angles.cos(), angles.sin(), "half", self.head_dim)

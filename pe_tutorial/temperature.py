@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from ._validation import require_integer_tensor
 from .attention import attention_weights
 
 __all__ = [
@@ -66,8 +67,7 @@ def llama4_query_scale(
         )
     if not attn_scale >= 0:
         raise ValueError(f"attn_scale must be >= 0, got {attn_scale}")
-    if positions.is_floating_point() or positions.is_complex():
-        raise ValueError("positions must be integers (token indices)")
+    require_integer_tensor(positions)
     steps = torch.floor((positions.float() + 1.0) / floor_scale)
     return torch.log1p(steps) * attn_scale + 1.0
 

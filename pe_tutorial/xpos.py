@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import torch
 
-from ._validation import require_positive_int
 from .rope import apply_rope
+from .rope_core import check_rotary_dim
 
 __all__ = ["xpos_decay", "apply_xpos"]
 
 
 def xpos_decay(head_dim: int) -> torch.Tensor:
     """``zeta_i = (2i + 0.4 D) / (1.4 D)`` for each pair ``i``, float32 ``(D/2,)``."""
-    require_positive_int(head_dim, "head_dim")
-    if head_dim % 2:
-        raise ValueError(f"head_dim must be even (xPos turns pairs), got {head_dim}")
+    check_rotary_dim(head_dim, None)
     return (torch.arange(0, head_dim, 2) + 0.4 * head_dim) / (1.4 * head_dim)
 
 

@@ -57,5 +57,5 @@ def test_frequencies_are_learned_and_bad_input_is_named():
         MixedRoPE2d(7)
     with pytest.raises(ValueError, match=r"\(\.\.\., T, 2\)"):
         mixed(torch.randn(4, 8), torch.zeros(4, 3, dtype=torch.long))
-    with pytest.raises(ValueError, match="integer"):
+    with pytest.raises(ValueError, match="integer tensor"):
         mixed(torch.randn(4, 8), torch.zeros(4, 2))

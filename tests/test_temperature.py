@@ -52,7 +52,7 @@ def test_a_temperature_floor_that_is_not_positive_is_named(floor_scale):
 
 
 def test_llama4_scale_needs_integer_positions():
-    with pytest.raises(ValueError, match="integers"):
+    with pytest.raises(ValueError, match="integer tensor"):
         llama4_query_scale(torch.arange(4.0))
 
 
