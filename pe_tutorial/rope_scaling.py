@@ -38,7 +38,12 @@ import torch
 
 from ._validation import require_even, require_positive_float, require_positive_int
 
-__all__ = ["SCALING_METHODS", "RopeScaling", "scaled_rope_frequencies"]
+__all__ = [
+    "SCALING_METHODS",
+    "RopeScaling",
+    "scaled_rope_frequencies",
+    "yarn_attention_factor",
+]
 
 SCALING_METHODS: tuple[str, ...] = ("linear", "ntk", "dynamic", "yarn", "llama3")
 _NEEDS_ORIGINAL = ("dynamic", "yarn", "llama3")
@@ -70,6 +75,18 @@ def _check_arguments(method, factor, original_max_positions) -> None:
         require_positive_int(original_max_positions, "original_max_positions")
 
 
+def yarn_attention_factor(factor: float) -> float:
+    """YaRN's ``0.1 ln s + 1`` for a context stretched ``s`` times (1 for ``s <= 1``).
+
+    It multiplies cos and sin, so each of q and k: the logits by its square.
+    """
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"factor must be a number, got {factor!r}")
+    if not factor > 0:
+        raise ValueError(f"factor must be > 0 (the context stretch s), got {factor}")
+    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
+
+
 def _yarn(dim, base, factor, original, beta_fast, beta_slow):
     def correction_dim(rotations: float) -> float:
         # the pair i that turns `rotations` times in `original` positions:
@@ -87,8 +104,7 @@ def _yarn(dim, base, factor, original, beta_fast, beta_slow):
     keep = 1 - ramp  # 1: extrapolate (keep theta_i), 0: interpolate (theta_i / s)
     plain = _plain_frequencies(dim, base)
     inv_freq = plain / factor * (1 - keep) + plain * keep
-    attention_scale = 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
-    return inv_freq, attention_scale
+    return inv_freq, yarn_attention_factor(factor)
 
 
 def _llama3(dim, base, factor, original, low_freq_factor, high_freq_factor):

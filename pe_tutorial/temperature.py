@@ -6,7 +6,7 @@ attention, unless the logits grow with it. Two fixes in use:
 
 - YaRN multiplies the logits by ``(0.1 ln s + 1)^2`` when the context is
   stretched by ``s`` (``yarn_attention_factor`` is the factor on cos and sin,
-  hence on q and k each; ``rope_scaling`` applies it);
+  hence on q and k each; defined and applied in ``rope_scaling``);
 - Llama 4 scales each query of its NoPE layers by
   ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` at position ``m``
   (``llama4_query_scale``): 1 for the first ``floor_scale - 1`` positions,
@@ -19,12 +19,11 @@ attention, unless the logits grow with it. Two fixes in use:
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ._validation import require_integer_tensor
 from .attention import attention_weights
+from .rope_scaling import yarn_attention_factor
 
 __all__ = [
     "attention_entropy",
@@ -38,18 +37,6 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
     """``-sum_j w_j ln w_j`` over the last axis, in nats (``0 ln 0 = 0``)."""
     logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
     return -(weights * logs).sum(-1)
-
-
-def yarn_attention_factor(factor: float) -> float:
-    """YaRN's ``0.1 ln s + 1`` for a context stretched ``s`` times (1 for ``s <= 1``).
-
-    It multiplies cos and sin, so each of q and k: the logits by its square.
-    """
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        raise TypeError(f"factor must be a number, got {factor!r}")
-    if not factor > 0:
-        raise ValueError(f"factor must be > 0 (the context stretch s), got {factor}")
-    return 1.0 if factor <= 1 else 0.1 * math.log(factor) + 1.0
 
 
 def llama4_query_scale(

@@ -33,6 +33,7 @@ def test_yarn_factor_is_the_one_rope_scaling_applies():
             64, "yarn", factor=s, original_max_positions=64
         )
         assert yarn_attention_factor(s) == pytest.approx(scale)
+    assert yarn_attention_factor(8.0) == pytest.approx(0.1 * math.log(8.0) + 1)
     assert yarn_attention_factor(0.5) == 1.0
     with pytest.raises(ValueError, match="factor must be > 0"):
         yarn_attention_factor(0)
