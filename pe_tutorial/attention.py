@@ -412,6 +412,17 @@ class MultiHeadAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.out = nn.Linear(config.d_model, config.d_model, bias=False)
 
+    def heads(self, x: torch.Tensor):
+        """q, k and v of ``x`` ``(B, T, d_model)``, each ``(B, H, T, D)``, after the
+        scheme's addition to the input (before its rotation or bias)."""
+        B, T, _ = x.shape
+        H, D = self.config.num_heads, self.config.head_dim
+        x = self.scheme.add_to_input(x)
+        # (B, T, 3d) -> 3 x (B, T, H, D) -> 3 x (B, H, T, D)
+        return tuple(
+            t.view(B, T, H, D).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1)
+        )
+
     def forward(
         self,
         x: torch.Tensor,
@@ -425,12 +436,7 @@ class MultiHeadAttention(nn.Module):
                 f"got {tuple(x.shape)}"
             )
         B, T, d_model = x.shape
-        H, D = self.config.num_heads, self.config.head_dim
-        x = self.scheme.add_to_input(x)
-        # (B, T, 3d) -> 3 x (B, T, H, D) -> 3 x (B, H, T, D)
-        q, k, v = (
-            t.view(B, T, H, D).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1)
-        )
+        q, k, v = self.heads(x)
         y = attend(
             q,
             k,

@@ -81,13 +81,8 @@ def attention_entropies(model, tokens: torch.Tensor) -> torch.Tensor:
             hook.remove()
     entropies = []
     for attention, x in inputs:
-        B, T, d_model = x.shape
-        H, D = attention.config.num_heads, attention.config.head_dim
-        x = attention.scheme.add_to_input(x)
-        q, k, _ = (
-            t.view(B, T, H, D).transpose(1, 2)
-            for t in attention.qkv(x).chunk(3, dim=-1)
-        )
+        q, k, _ = attention.heads(x)
+        T = x.shape[1]
         # as attend does: rotate, then the bias of the rotated q and k
         q, k = attention.scheme.rotate(q, k)
         bias = attention.scheme.bias(q, k, causal=True)
