@@ -542,19 +542,16 @@ def latent_decode(
     shapes = {"cache": [cache_tokens, layer.cache_size()]}
     cases = [
         Case(
-            "absorbed: score the latents",
-            lambda: step(True),
+            name,
+            lambda absorbed=absorbed: step(absorbed),
             shapes,
-            str(dtype),
+            _dtype_name(dtype),
             nbytes,
-        ),
-        Case(
-            "expanded: keys and values first",
-            lambda: step(False),
-            shapes,
-            str(dtype),
-            nbytes,
-        ),
+        )
+        for name, absorbed in (
+            ("absorbed: score the latents", True),
+            ("expanded: keys and values first", False),
+        )
     ]
     return Plan(cases, settings={"cache_tokens": cache_tokens, **sizes, "heads": 8})
 
