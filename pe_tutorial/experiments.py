@@ -7,8 +7,9 @@ Run from a shell::
 
 Presets (``PRESETS``): ``quick`` runs inside chapter 9 on a laptop CPU (about
 90 s on two cores), ``standard`` is the recorded CPU run (three seeds, about
-two hours on two cores), ``full`` is for a GPU (a larger model and longer
-training). ``--record`` writes the results into the installed package
+two hours on two cores), ``frontier`` trains chapter 11's schemes beside RoPE
+and NoPE with the standard model (recorded, about 45 minutes), ``full`` is
+for a GPU (a larger model and longer training). ``--record`` writes the results into the installed package
 (``pe_tutorial/results/``), where the chapter reads them, so they ship with
 ``pip install`` and reach Colab. A run is a plan of units, one trained model
 and what is measured on it; with ``--record`` or ``--json`` each finished unit
@@ -203,6 +204,23 @@ PRESETS: dict[str, Preset] = {
         language_schemes=("nope", "learned", "sinusoidal", "rope", "alibi", "t5"),
         finetune_steps=150,
         lookback={"seq_len": 32, "lookback": 5, "steps": 400, "num_symbols": 16},
+        passkey=STANDARD_PASSKEY,
+    ),
+    # Chapter 11: RoPE's descendants beside RoPE and NoPE, the standard preset's
+    # model and training, every third layer global (the model has three).
+    "frontier": Preset(
+        name="frontier",
+        model={"d_model": 128, "num_heads": 4, "num_layers": 3, "global_every": 3},
+        train=TrainConfig(steps=800, batch_size=16, seq_len=128, warmup_steps=80),
+        seeds=(0, 1, 2),
+        eval_windows=64,
+        train_bytes=4_000_000,
+        validation_bytes=1_000_000,
+        schemes=("nope", "rope", "p-rope", "irope", "local-global"),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        extension_methods=(),
+        finetune_methods=(),
         passkey=STANDARD_PASSKEY,
     ),
     "full": Preset(

@@ -8,6 +8,12 @@ slowest pairs must not turn far within a long context (chapter 6's base,
 chapter 11's wavelengths). Only the global layers' cache grows with the
 context. ``layer_types`` names each layer as transformers does, and
 ``sliding_window_mask`` is the causal window ``i - window < j <= i``.
+
+Llama 4 limits its RoPE layers another way, to *chunks*: a query sees the
+keys of its own block of ``window`` positions, ``floor(i / window) ==
+floor(j / window)``. ``window_overlay`` gives either rule for queries that
+are the last ``q_len`` of ``k_len`` positions (decoding included); the
+causal mask is laid over it, as in transformers' ``masking_utils``.
 """
 
 from __future__ import annotations
@@ -15,17 +21,22 @@ from __future__ import annotations
 import torch
 
 from ._validation import require_positive_int
+from .positions import query_positions
 from .rope_core import rope_frequencies
 
 __all__ = [
     "GEMMA3_BASES",
     "layer_types",
+    "WINDOW_KINDS",
+    "window_overlay",
     "sliding_window_mask",
     "layer_frequencies",
 ]
 
 # transformers' defaults for Gemma 3: rope_local_base_freq and rope_theta
 GEMMA3_BASES = {"sliding_attention": 10_000.0, "full_attention": 1_000_000.0}
+# a sliding window (Gemma 3, Mistral) or fixed chunks (Llama 4's RoPE layers)
+WINDOW_KINDS = ("sliding", "chunked")
 
 
 def layer_types(num_layers: int, *, pattern: int = 6) -> list[str]:
@@ -39,14 +50,33 @@ def layer_types(num_layers: int, *, pattern: int = 6) -> list[str]:
     ]
 
 
+def window_overlay(
+    q_len: int, k_len: int, window: int, kind: str = "sliding", *, device=None
+) -> torch.Tensor:
+    """``(q_len, k_len)`` booleans, True where query ``i`` is near enough to key ``j``.
+
+    ``"sliding"``: ``j > i - window``; ``"chunked"``: ``floor(i / window) ==
+    floor(j / window)``. Queries are the last ``q_len`` of the ``k_len``
+    positions. Not causal by itself: lay the causal mask over it.
+    """
+    if kind not in WINDOW_KINDS:
+        raise ValueError(f"unknown window kind {kind!r}; choose one of {WINDOW_KINDS}")
+    require_positive_int(window, "window")
+    i = query_positions(q_len, k_len, device=device)[:, None]  # (Tq, 1)
+    j = torch.arange(k_len, device=device)[None, :]  # (1, Tk)
+    if kind == "sliding":
+        return j > i - window
+    return torch.div(i, window, rounding_mode="floor") == torch.div(
+        j, window, rounding_mode="floor"
+    )
+
+
 def sliding_window_mask(length: int, window: int) -> torch.Tensor:
     """``(length, length)`` booleans, True where query ``i`` may see key ``j``:
     ``i - window < j <= i``, the last ``window`` keys including itself."""
     require_positive_int(length, "length")
-    require_positive_int(window, "window")
-    i = torch.arange(length)[:, None]
-    j = torch.arange(length)[None, :]
-    return (j <= i) & (j > i - window)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    return causal & window_overlay(length, length, window, "sliding")
 
 
 def layer_frequencies(

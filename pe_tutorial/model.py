@@ -16,7 +16,14 @@ the ones chapter 9 trains:
 ``"cope"``            contextual positions (CoPE), per layer (chapter 8)
 ``"deberta"``         DeBERTa's disentangled attention, per layer (chapter 8;
                       registered, not in ``SCHEMES``)
+``"p-rope"``          RoPE with its slowest pairs never rotated (chapter 11)
+``"irope"``           Llama 4's RoPE layers in chunks, every few a NoPE layer
+                      with temperature-scaled queries (chapter 11)
+``"local-global"``    Gemma 3's sliding-window layers at one RoPE base and
+                      global layers at another (chapter 11)
 ====================  =====================================================
+
+The last three are chapter 11's, trained by its ``frontier`` preset.
 
 Two switches change the architecture around the scheme:
 
@@ -35,7 +42,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ._validation import require_positive_int
+from ._validation import require_positive_float, require_positive_int
 from .absolute import LearnedPositionalEmbedding
 from .attention import AttentionConfig, MultiHeadAttention
 from .position_scheme import NoPositionScheme, PositionScheme
@@ -66,6 +73,11 @@ class ModelConfig:
     ``max_positions`` is the learned table's length (the training length);
     ``max_relative_position`` Shaw's clipping distance ``K``; ``cope_positions``
     the rows of CoPE's table; ``rope_scaling`` a ``RopeScaling`` for RoPE.
+    Chapter 11's schemes read the last four: ``rope_fraction``, p-RoPE's
+    share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
+    how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
+    the local layers' window or chunk, also Llama 4's temperature floor;
+    ``global_rope_base``, the global layers' base (Gemma 3's 1 000 000).
     """
 
     scheme: str = "rope"
@@ -82,13 +94,33 @@ class ModelConfig:
     t5_buckets: int = 32
     t5_max_distance: int = 128
     cope_positions: int = 64
+    rope_fraction: float = 0.75
+    global_every: int = 4
+    local_window: int = 32
+    global_rope_base: float = 1_000_000.0
 
     def __post_init__(self):
         registered(self.scheme)  # an unknown name lists the registered ones
         _check_choice(self.norm, "norm", NORMS)
         _check_choice(self.absolute, "absolute placement", ABSOLUTE_PLACES)
-        for name in ("num_layers", "mlp_ratio", "max_positions"):
+        for name in (
+            "num_layers",
+            "mlp_ratio",
+            "max_positions",
+            "global_every",
+            "local_window",
+        ):
             require_positive_int(getattr(self, name), name)
+        for name in ("rope_base", "global_rope_base"):
+            require_positive_float(getattr(self, name), name)
+        fraction = self.rope_fraction
+        if isinstance(fraction, bool) or not (
+            isinstance(fraction, (int, float)) and 0 < fraction <= 1
+        ):
+            raise ValueError(
+                f"rope_fraction must be a number in (0, 1] (p-RoPE's share of pairs "
+                f"that rotate; 1 is RoPE), got {fraction!r}"
+            )
         # checks d_model and num_heads
         AttentionConfig(self.d_model, self.num_heads)
         if self.rope_scaling is not None and self.scheme != "rope":
@@ -121,7 +153,20 @@ class _SchemeFactory:
             return self.shared
         return None
 
-    def layer_scheme(self) -> PositionScheme:
+    def layer_schemes(self) -> list[PositionScheme]:
+        """Every layer's scheme, first to last."""
+        c = self.config
+        if self.spec.layers is not None:
+            schemes = self.spec.layers(c, self.shared)
+            if len(schemes) != c.num_layers:
+                raise ValueError(
+                    f"scheme {c.scheme!r} built {len(schemes)} layers' schemes for "
+                    f"a model of {c.num_layers} layers"
+                )
+            return schemes
+        return [self._layer_scheme() for _ in range(c.num_layers)]
+
+    def _layer_scheme(self) -> PositionScheme:
         if self.spec.absolute:
             if self.config.absolute == "input":
                 return NoPositionScheme()
@@ -174,7 +219,7 @@ class ByteTransformer(nn.Module):
         scaled = factory.spec.scale_embeddings
         self.embed_scale = config.d_model**0.5 if scaled else 1.0
         self.blocks = nn.ModuleList(
-            _Block(config, factory.layer_scheme()) for _ in range(config.num_layers)
+            _Block(config, scheme) for scheme in factory.layer_schemes()
         )
         # pre-norm needs a last LayerNorm; post-norm blocks already end in one
         self.final_norm = (

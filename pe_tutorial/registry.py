@@ -25,9 +25,11 @@ from torch import nn
 from .absolute import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 from .alibi import ALiBiBias
 from .disentangled import DisentangledRelativeBias
+from .layer_patterns import gemma3_layers, llama4_layers
 from .position_scheme import NoPositionScheme, PositionScheme
 from .relative import ContextualPositionBias, ShawRelativePosition, T5RelativeBias
 from .rope import RotaryEmbedding
+from .rope_bands import p_rope_frequencies
 from .schemes import (
     ALiBiScheme,
     CoPEScheme,
@@ -58,6 +60,8 @@ ENTRY_POINTS = (
 Shared = Callable[[Any], nn.Module | None]
 # (ModelConfig, shared module) -> this layer's PositionScheme
 Layer = Callable[[Any, nn.Module | None], PositionScheme]
+# (ModelConfig, shared module) -> every layer's PositionScheme, first to last
+Layers = Callable[[Any, nn.Module | None], list[PositionScheme]]
 
 
 def _none(config, shared=None):
@@ -74,7 +78,9 @@ class ModelScheme:
     gives the longest sequence the scheme can read (None: any).
     ``scale_embeddings`` multiplies the token embeddings by sqrt(d_model)
     first, as Vaswani et al. do before adding their sinusoidal table.
-    ``studied=False`` keeps a scheme out of the presets' default list.
+    ``layers``, for a model whose layers differ (chapter 11's Llama 4 and
+    Gemma 3 patterns), builds every layer's scheme at once in place of
+    ``layer``. ``studied=False`` keeps a scheme out of the presets' default list.
     """
 
     name: str
@@ -83,6 +89,7 @@ class ModelScheme:
     summary: str
     shared: Shared = _none
     layer: Layer = lambda config, shared: NoPositionScheme()
+    layers: Layers | None = None
     options: tuple[str, ...] = ()
     absolute: bool = False
     scale_embeddings: bool = False
@@ -253,6 +260,64 @@ register_scheme(
         ),
         options=("max_relative_position",),
         # the recorded study trained the eight above; a preset may list it
+        studied=False,
+    )
+)
+
+
+# chapter 11: RoPE's descendants, trained beside RoPE by the frontier preset
+
+
+def _rotary(c, base: float, **options) -> RotaryEmbedding:
+    return RotaryEmbedding(
+        c.head_dim, base=base, max_positions=c.max_positions, **options
+    )
+
+
+register_scheme(
+    ModelScheme(
+        "p-rope",
+        "queries and keys",
+        11,
+        "RoPE with its slowest pairs never rotated (p-RoPE, Barbero et al.); "
+        "rope_fraction of the pairs rotate",
+        shared=lambda c: _rotary(
+            c,
+            c.rope_base,
+            frequencies=p_rope_frequencies(
+                c.head_dim, c.rope_fraction, base=c.rope_base
+            ),
+        ),
+        layer=lambda c, shared: RotaryScheme(shared),
+        options=("rope_base", "rope_fraction"),
+        studied=False,
+    )
+)
+register_scheme(
+    ModelScheme(
+        "irope",
+        "queries and keys",
+        11,
+        "Llama 4's interleaved layers: RoPE in chunks of local_window keys; every "
+        "global_every-th layer NoPE over all keys, its queries temperature-scaled",
+        shared=lambda c: _rotary(c, c.rope_base),
+        layers=llama4_layers,
+        options=("rope_base", "local_window", "global_every"),
+        studied=False,
+    )
+)
+register_scheme(
+    ModelScheme(
+        "local-global",
+        "queries and keys",
+        11,
+        "Gemma 3's layers: a sliding window of local_window keys at base rope_base; "
+        "every global_every-th layer over all keys at base global_rope_base",
+        shared=lambda c: nn.ModuleDict(
+            {"local": _rotary(c, c.rope_base), "global": _rotary(c, c.global_rope_base)}
+        ),
+        layers=gemma3_layers,
+        options=("rope_base", "global_rope_base", "local_window", "global_every"),
         studied=False,
     )
 )

@@ -18,6 +18,7 @@ from pe_tutorial.absolute import (
     SinusoidalPositionalEmbedding,
 )
 from pe_tutorial.attention import KERNELS, flex_available
+from pe_tutorial.layer_patterns import LocalAttentionScheme, TemperedNoPEScheme
 from pe_tutorial.relative import t5_relative_position_bucket
 from pe_tutorial.rope import apply_rope
 from pe_tutorial.schemes import (
@@ -170,8 +171,41 @@ def shaw_value_loop(scheme, weights, q_len, k_len):
     return out
 
 
+def window_visibility(scheme, q_len, k_len):
+    """(Tq, Tk) boolean: a local layer's window with explicit positions; all True otherwise.
+
+    Sliding: i - w < j; chunked: i // w == j // w (Gemma 3's and Llama 4's).
+    """
+    visible = torch.ones(q_len, k_len, dtype=torch.bool)
+    if not isinstance(scheme, LocalAttentionScheme):
+        return visible
+    w = scheme.window
+    for r in range(q_len):
+        i = k_len - q_len + r
+        for j in range(k_len):
+            if scheme.kind == "sliding":
+                visible[r, j] = j > i - w
+            else:
+                visible[r, j] = i // w == j // w
+    return visible
+
+
 def rotated(scheme, q, k):
-    """q and k (..., T, D) rotated as RoPE prescribes, with explicit positions; others unchanged."""
+    """q and k (..., T, D) rotated as RoPE prescribes, with explicit positions; others unchanged.
+
+    A local layer rotates as its inner scheme; Llama 4's NoPE layer scales the
+    query at i by 1 + a ln(1 + floor((i + 1) / f)).
+    """
+    if isinstance(scheme, LocalAttentionScheme):
+        return rotated(scheme.inner, q, k)
+    if isinstance(scheme, TemperedNoPEScheme):
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        scale = [
+            1
+            + scheme.attn_scale * math.log(1 + math.floor((i + 1) / scheme.floor_scale))
+            for i in range(k_len - q_len, k_len)
+        ]
+        return q * torch.tensor(scale, dtype=q.dtype)[:, None], k
     if not isinstance(scheme, RotaryScheme):
         return q, k
     rope = scheme.encoding
@@ -205,6 +239,8 @@ def scheme_attention(scheme, q, k, v, *, causal, mask=None):
     """Attention with a scheme, head by head, from the references above: (B, H, Tq, D) float64."""
     q_rot, k_rot = rotated(scheme, q, k)
     visible = causal_visibility(q.shape[-2], k.shape[-2]) if causal else None
+    if isinstance(scheme, LocalAttentionScheme):
+        visible = visible & window_visibility(scheme, q.shape[-2], k.shape[-2])
     heads = []
     for h in range(q.shape[1]):
         bias = head_bias(scheme, q_rot[:, h], k_rot[:, h], h, causal=causal)

@@ -22,6 +22,8 @@ from pe_tutorial.train import TrainConfig, train
 from reference import scheme_attention, with_positions_added
 
 SMALL = {"d_model": 32, "num_heads": 4, "num_layers": 2, "max_positions": 16}
+# chapter 11's patterns: one local layer (windows of 4 of the 12 tokens), one global
+SMALL.update(global_every=2, local_window=4)
 
 
 def small(scheme: str, **switches) -> ByteTransformer:

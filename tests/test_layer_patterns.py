@@ -1,0 +1,284 @@
+"""Models whose layers differ (chapter 11): Llama 4's chunked RoPE layers and
+tempered NoPE layers, Gemma 3's sliding-window and global layers, p-RoPE.
+
+The layers are checked against attention written out query by query with a
+rotation by hand, against transformers' Llama 4 and Gemma 3 configurations,
+masks and NoPE attention, and through whole models (what a local model can
+and cannot see).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pe_tutorial.attention import (
+    AttentionConfig,
+    MultiHeadAttention,
+)
+from pe_tutorial.layer_patterns import (
+    LocalAttentionScheme,
+    TemperedNoPEScheme,
+    global_layers,
+)
+from pe_tutorial.local_global import layer_types, sliding_window_mask, window_overlay
+from pe_tutorial.model import ByteTransformer, ModelConfig
+from pe_tutorial.position_scheme import NoPositionScheme
+from pe_tutorial.registry import ModelScheme, register_scheme, unregister_scheme
+from pe_tutorial.rope import RotaryEmbedding
+from pe_tutorial.rope_bands import p_rope_frequencies
+from pe_tutorial.schemes import RotaryScheme
+
+
+def rotate_by_hand(x: torch.Tensor, base: float) -> torch.Tensor:
+    """RoPE with the half pairing, as complex numbers: pair i is (x_i, x_{i + D/2})."""
+    T, D = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * theta  # (T, D/2)
+    z = torch.complex(x[..., : D // 2], x[..., D // 2 :]) * torch.polar(
+        torch.ones_like(angle), angle
+    )
+    return torch.cat([z.real, z.imag], dim=-1)
+
+
+def near(i: int, j: int, window: int, kind: str) -> bool:
+    if kind == "sliding":
+        return i - window < j <= i
+    return j <= i and i // window == j // window
+
+
+def test_every_few_layers_one_is_global():
+    assert global_layers(6, 3) == [False, False, True] * 2
+    assert global_layers(4, 6) == [False] * 4
+    assert layer_types(12) == [
+        "full_attention" if g else "sliding_attention" for g in global_layers(12, 6)
+    ]
+
+
+def test_the_windows_by_hand_and_when_decoding():
+    for kind in ("sliding", "chunked"):
+        allowed = window_overlay(10, 10, 4, kind) & torch.ones(10, 10).bool().tril()
+        expected = [[near(i, j, 4, kind) for j in range(10)] for i in range(10)]
+        assert allowed.tolist() == expected
+        # three queries against ten keys are the last three rows
+        last_rows = window_overlay(10, 10, 4, kind)[7:]
+        assert torch.equal(window_overlay(3, 10, 4, kind), last_rows)
+    assert torch.equal(sliding_window_mask(7, 3), window_overlay(7, 7, 3).tril())
+
+
+@pytest.mark.parametrize("kind", ["sliding", "chunked"])
+@pytest.mark.parametrize("kernel", ["naive", "sdpa"])
+def test_a_local_rope_layer_equals_attention_written_out(kind, kernel):
+    torch.manual_seed(0)
+    T, H, D, window = 11, 2, 8, 4
+    rotary = RotaryEmbedding(D, base=100.0)
+    layer = MultiHeadAttention(
+        AttentionConfig(H * D, H, kernel=kernel),
+        LocalAttentionScheme(RotaryScheme(rotary), window, kind),
+    ).double()
+    x = torch.randn(2, T, H * D, dtype=torch.float64)
+    q, k, v = layer.heads(x)
+    q, k = rotate_by_hand(q, 100.0), rotate_by_hand(k, 100.0)
+    heads = torch.zeros_like(q)
+    for i in range(T):
+        keys = [j for j in range(T) if near(i, j, window, kind)]
+        scores = q[..., i : i + 1, :] @ k[..., keys, :].transpose(-1, -2)
+        weights = torch.softmax(scores / math.sqrt(D), dim=-1)
+        heads[..., i, :] = (weights @ v[..., keys, :]).squeeze(-2)
+    expected = layer.out(heads.transpose(1, 2).reshape(2, T, H * D))
+    # the embedding keeps its angles in float32
+    assert torch.allclose(layer(x), expected, atol=1e-6)
+
+
+def test_the_window_bias_when_decoding_is_the_last_row():
+    scheme = LocalAttentionScheme(NoPositionScheme(), 3, "chunked")
+    q, k = torch.randn(1, 1, 9, 4), torch.randn(1, 1, 9, 4)
+    full = scheme.bias(q, k, causal=True)
+    assert torch.equal(scheme.bias(q[..., -1:, :], k, causal=True), full[-1:])
+    assert full[8].tolist() == [float("-inf")] * 6 + [0.0] * 3
+
+
+def test_the_tempered_query_scale_when_decoding_is_the_last_row():
+    scheme = TemperedNoPEScheme(floor_scale=4, attn_scale=0.5)
+    q, k = torch.ones(1, 1, 12, 2), torch.ones(1, 1, 12, 2)
+    full, _ = scheme.rotate(q, k)
+    one, keys = scheme.rotate(q[..., -1:, :], k)
+    assert torch.equal(one, full[..., -1:, :]) and torch.equal(keys, k)
+    # 1 + 0.5 ln(1 + floor(12 / 4)) at the twelfth position
+    assert one.flatten()[0].item() == pytest.approx(1 + 0.5 * math.log(4))
+
+
+def test_a_tempered_nope_layer_equals_transformers_llama4():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama4 import modeling_llama4 as hf
+
+    config = transformers.Llama4TextConfig(
+        hidden_size=32,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_hidden_layers=1,
+        no_rope_layers=[0],
+        attn_temperature_tuning=True,
+        floor_scale=4,
+        attn_scale=0.1,
+        attention_bias=False,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(1)
+    hf_layer = hf.Llama4TextAttention(config, layer_idx=0).eval()
+    ours = MultiHeadAttention(AttentionConfig(32, 2), TemperedNoPEScheme(4)).eval()
+    with torch.no_grad():
+        ours.qkv.weight.copy_(
+            torch.cat(
+                [hf_layer.q_proj.weight, hf_layer.k_proj.weight, hf_layer.v_proj.weight]
+            )
+        )
+        ours.out.weight.copy_(hf_layer.o_proj.weight)
+        T = 21
+        x = torch.randn(1, T, 32)
+        mask = torch.full((T, T), float("-inf")).triu(1)[None, None]
+        expected, _ = hf_layer(x, None, mask)
+        assert torch.allclose(ours(x), expected, atol=1e-5)
+        untempered = MultiHeadAttention(AttentionConfig(32, 2)).eval()
+        untempered.load_state_dict(ours.state_dict())
+        assert not torch.allclose(untempered(x), expected, atol=1e-3)
+
+
+def test_the_layer_patterns_equal_transformers_configurations():
+    transformers = pytest.importorskip("transformers")
+    llama4 = transformers.Llama4TextConfig(num_hidden_layers=9)  # interval 4
+    is_global = global_layers(9, 4)
+    assert llama4.no_rope_layers == [int(not g) for g in is_global]
+    assert llama4.layer_types == [
+        "full_attention" if g else "chunked_attention" for g in is_global
+    ]
+    gemma3 = transformers.Gemma3TextConfig(num_hidden_layers=13)
+    assert gemma3.layer_types == [
+        "full_attention" if g else "sliding_attention" for g in global_layers(13, 6)
+    ]
+
+
+def test_both_windows_equal_transformers_masks():
+    pytest.importorskip("transformers")
+    from transformers import masking_utils
+
+    T, zero = 14, torch.tensor(0)
+    i, j = torch.arange(T)[:, None].expand(T, T), torch.arange(T)[None, :].expand(T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    sliding = masking_utils.sliding_window_causal_mask_function(5)
+    chunked = masking_utils.chunked_causal_mask_function(
+        5, torch.zeros(1, dtype=torch.long)
+    )
+    assert torch.equal(
+        window_overlay(T, T, 5, "sliding") & causal, sliding(zero, zero, i, j)
+    )
+    assert torch.equal(
+        window_overlay(T, T, 5, "chunked") & causal, chunked(zero, zero, i, j)
+    )
+
+
+def model(scheme: str, **fields) -> ByteTransformer:
+    torch.manual_seed(0)
+    sizes = {"d_model": 32, "num_heads": 2, "num_layers": 3, "max_positions": 32}
+    return ByteTransformer(ModelConfig(scheme=scheme, **{**sizes, **fields})).eval()
+
+
+def test_the_models_build_the_designs_layers():
+    irope = model("irope", global_every=3, local_window=8)
+    kinds = [type(block.attention.scheme).__name__ for block in irope.blocks]
+    assert kinds == [
+        "LocalAttentionScheme",
+        "LocalAttentionScheme",
+        "TemperedNoPEScheme",
+    ]
+    assert irope.blocks[0].attention.scheme.kind == "chunked"
+    assert irope.blocks[2].attention.scheme.floor_scale == 8
+    # the RoPE layers share one embedding
+    assert (
+        irope.blocks[0].attention.scheme.inner.encoding
+        is irope.blocks[1].attention.scheme.inner.encoding
+    )
+    gemma = model("local-global", global_every=3, global_rope_base=5e5)
+    local, last = gemma.blocks[0].attention.scheme, gemma.blocks[2].attention.scheme
+    assert local.kind == "sliding" and local.inner.encoding.base == 10000.0
+    assert isinstance(last, RotaryScheme) and last.encoding.base == 5e5
+    p_rope = model("p-rope", rope_fraction=0.5).blocks[0].attention.scheme.encoding
+    assert torch.equal(p_rope.inv_freq, p_rope_frequencies(16, 0.5))
+    assert (p_rope.inv_freq[4:] == 0).all() and (p_rope.inv_freq[:4] > 0).all()
+
+
+@pytest.mark.parametrize("scheme", ["irope", "local-global"])
+def test_a_local_model_cannot_see_past_its_windows_and_a_global_layer_can(scheme):
+    window, T = 4, 24
+    tokens = torch.randint(0, 256, (1, T), generator=torch.Generator().manual_seed(0))
+    changed = tokens.clone()
+    changed[0, 0] = (tokens[0, 0] + 1) % 256
+    # no global layer (global_every > num_layers): three local layers reach at most
+    # 3 * (window - 1) back with sliding windows, and never past the chunk
+    local = model(scheme, global_every=4, local_window=window)
+    reach = window if scheme == "irope" else 3 * (window - 1) + 1
+    with torch.no_grad():
+        same = (local(tokens) - local(changed)).abs().amax(-1)[0]
+    assert (same[reach:] == 0).all() and (same[:reach] > 0).all()
+    with_global = model(scheme, global_every=3, local_window=window)
+    with torch.no_grad():
+        moved = (with_global(tokens) - with_global(changed)).abs().amax(-1)[0]
+    assert (moved > 0).all()
+
+
+def test_a_long_model_runs_past_its_training_length():
+    logits = model("irope", local_window=8)(torch.randint(0, 256, (1, 100)))
+    assert logits.shape == (1, 100, 256) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("rope_fraction", 0),
+        ("rope_fraction", 1.5),
+        ("rope_fraction", True),
+        ("global_every", 0),
+        ("local_window", -2),
+        ("global_rope_base", 0.0),
+    ],
+)
+def test_bad_fields_are_named(field, value):
+    with pytest.raises(ValueError, match=field):
+        ModelConfig(scheme="local-global", **{field: value})
+
+
+def test_bad_schemes_are_named():
+    with pytest.raises(ValueError, match="window kind"):
+        LocalAttentionScheme(NoPositionScheme(), 4, "diagonal")
+    with pytest.raises(ValueError, match="window"):
+        LocalAttentionScheme(NoPositionScheme(), 0)
+    with pytest.raises(ValueError, match="PositionScheme"):
+        LocalAttentionScheme(RotaryEmbedding(8), 4)
+    with pytest.raises(ValueError, match="causal"):
+        LocalAttentionScheme(NoPositionScheme(), 4).bias(
+            torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2), causal=False
+        )
+    with pytest.raises(ValueError, match="floor"):
+        TemperedNoPEScheme(floor_scale=0)
+
+
+def test_a_pattern_of_the_wrong_length_is_named():
+    register_scheme(
+        ModelScheme(
+            "two-layers-only",
+            "nowhere",
+            11,
+            "a broken pattern",
+            layers=lambda config, shared: [NoPositionScheme()] * 2,
+        )
+    )
+    try:
+        with pytest.raises(
+            ValueError, match="built 2 layers' schemes for a model of 3"
+        ):
+            model("two-layers-only")
+    finally:
+        unregister_scheme("two-layers-only")
