@@ -254,3 +254,28 @@ def scheme_attention(scheme, q, k, v, *, causal, mask=None):
             out = out + shaw_value_loop(scheme, weights, q.shape[-2], k.shape[-2])
         heads.append(out)
     return torch.stack(heads, dim=1)
+
+
+def llama4_nope_layer(*, floor_scale: int, attn_scale: float, seed: int = 0):
+    """transformers' Llama 4 attention as a NoPE layer with temperature tuning, eager,
+    32 wide with two heads of 16 (skips the test when transformers is absent)."""
+    import pytest
+
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama4 import modeling_llama4
+
+    config = transformers.Llama4TextConfig(
+        hidden_size=32,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+        num_hidden_layers=1,
+        no_rope_layers=[0],  # 0: a NoPE layer, where the temperature tuning acts
+        attn_temperature_tuning=True,
+        floor_scale=floor_scale,
+        attn_scale=attn_scale,
+        attention_bias=False,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    return modeling_llama4.Llama4TextAttention(config, layer_idx=0).eval()

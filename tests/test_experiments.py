@@ -262,7 +262,10 @@ def test_summarise_rows(tiny_results):
 def test_cli_rejects_unknown_preset_and_device(capsys):
     with pytest.raises(SystemExit):
         main(["--preset", "huge"])
-    assert "choose one of ('quick', 'standard', 'frontier', 'full')" in capsys.readouterr().err
+    assert (
+        "choose one of ('quick', 'standard', 'frontier', 'full')"
+        in capsys.readouterr().err
+    )
     with pytest.raises(SystemExit):
         main(["--device", "tpu"])
     assert "unknown device 'tpu'" in capsys.readouterr().err

@@ -31,6 +31,8 @@ from pe_tutorial.rope import RotaryEmbedding
 from pe_tutorial.rope_bands import p_rope_frequencies
 from pe_tutorial.schemes import RotaryScheme
 
+from reference import llama4_nope_layer
+
 
 def rotate_by_hand(x: torch.Tensor, base: float) -> torch.Tensor:
     """RoPE with the half pairing, as complex numbers: pair i is (x_i, x_{i + D/2})."""
@@ -111,24 +113,7 @@ def test_the_tempered_query_scale_when_decoding_is_the_last_row():
 
 
 def test_a_tempered_nope_layer_equals_transformers_llama4():
-    transformers = pytest.importorskip("transformers")
-    from transformers.models.llama4 import modeling_llama4 as hf
-
-    config = transformers.Llama4TextConfig(
-        hidden_size=32,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=16,
-        num_hidden_layers=1,
-        no_rope_layers=[0],
-        attn_temperature_tuning=True,
-        floor_scale=4,
-        attn_scale=0.1,
-        attention_bias=False,
-    )
-    config._attn_implementation = "eager"
-    torch.manual_seed(1)
-    hf_layer = hf.Llama4TextAttention(config, layer_idx=0).eval()
+    hf_layer = llama4_nope_layer(floor_scale=4, attn_scale=0.1, seed=1)
     ours = MultiHeadAttention(AttentionConfig(32, 2), TemperedNoPEScheme(4)).eval()
     with torch.no_grad():
         ours.qkv.weight.copy_(

@@ -18,6 +18,8 @@ from pe_tutorial.temperature import (
     yarn_attention_factor,
 )
 
+from reference import llama4_nope_layer
+
 
 def test_uniform_weights_have_entropy_ln_n_and_one_hot_zero():
     for n in (1, 4, 100):
@@ -79,24 +81,8 @@ def test_entropies_of_a_model_are_those_of_its_weights():
 
 
 def test_llama4_query_scale_equals_transformers_nope_layer():
-    transformers = pytest.importorskip("transformers")
-    from transformers.models.llama4 import modeling_llama4 as hf
-
-    config = transformers.Llama4TextConfig(
-        hidden_size=32,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=16,
-        num_hidden_layers=1,
-        no_rope_layers=[0],  # 0: a NoPE layer, where the temperature tuning acts
-        attn_temperature_tuning=True,
-        floor_scale=4,  # small, so that 20 positions cross several floors
-        attn_scale=0.5,
-        attention_bias=False,
-    )
-    config._attn_implementation = "eager"
-    torch.manual_seed(0)
-    layer = hf.Llama4TextAttention(config, layer_idx=0).double().eval()
+    # a small floor, so that 20 positions cross several floors
+    layer = llama4_nope_layer(floor_scale=4, attn_scale=0.5).double()
     T = 20
     x = torch.randn(1, T, 32, dtype=torch.float64)
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)[None, None]
