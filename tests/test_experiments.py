@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import tomllib
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -395,6 +395,23 @@ def test_the_recorded_standard_run_ships_with_the_package():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     package_data = pyproject["tool"]["setuptools"]["package-data"]["pe_tutorial"]
     assert "results/*.json" in package_data
+
+
+def test_the_recorded_frontier_run_is_of_the_preset_as_it_stands():
+    """Chapter 11 reads it: a preset changed since the recording must be recorded again."""
+    results = load_results("frontier")
+    assert results is not None, (
+        "record it: python -m pe_tutorial.experiments --preset frontier --record"
+    )
+    preset = PRESETS["frontier"]
+    settings = results["settings"]
+    assert settings["train"] == json.loads(json.dumps(asdict(preset.train)))
+    assert settings["seeds"] == list(preset.seeds) and len(preset.seeds) >= 3
+    assert {k: settings["model"][k] for k in preset.model} == preset.model
+    assert [e["scheme"] for e in results["language_model"]] == list(preset.schemes)
+    assert [e["scheme"] for e in results["passkey"]] == list(preset.schemes)
+    assert settings["passkey"] == json.loads(json.dumps(preset.passkey))
+    assert results["metadata"]["device_name"] and results["metadata"]["date"]
 
 
 def test_unknown_preset_in_the_api():
