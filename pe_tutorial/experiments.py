@@ -2,16 +2,17 @@
 
 Run from a shell::
 
-    python -m pe_tutorial.experiments --preset quick|standard|full \\
+    python -m pe_tutorial.experiments --preset quick|standard|frontier|full \\
         [--device auto|cpu|cuda|cuda:N|mps] [--json PATH] [--record] [--resume]
 
 Presets (``PRESETS``): ``quick`` runs inside chapter 9 on a laptop CPU (about
 90 s on two cores), ``standard`` is the recorded CPU run (three seeds, about
 two hours on two cores), ``frontier`` trains chapter 11's schemes beside RoPE
-and NoPE with the standard model (recorded, about 45 minutes), ``full`` is
-for a GPU (a larger model and longer training). ``--record`` writes the results into the installed package
-(``pe_tutorial/results/``), where the chapter reads them, so they ship with
-``pip install`` and reach Colab. A run is a plan of units, one trained model
+and NoPE with the standard model (recorded, about an hour on two cores),
+``full`` is for a GPU (a larger model and longer training). ``--record``
+writes the results into the installed package (``pe_tutorial/results/``),
+where the chapter reads them, so they ship with ``pip install`` and reach
+Colab. A run is a plan of units, one trained model
 and what is measured on it; with ``--record`` or ``--json`` each finished unit
 is kept on disk at once, and ``--resume`` continues a stopped run (``RunFile``).
 
