@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from ._validation import require_positive_int
-from .local_global import WINDOW_KINDS, window_overlay
+from .local_global import check_window_kind, window_overlay
 from .position_scheme import PositionScheme
 from .positions import query_positions
 from .schemes import RotaryScheme
@@ -78,13 +78,9 @@ class LocalAttentionScheme(PositionScheme):
             raise ValueError(
                 f"LocalAttentionScheme wraps a PositionScheme, got {type(inner).__name__}"
             )
-        if kind not in WINDOW_KINDS:
-            raise ValueError(
-                f"unknown window kind {kind!r}; choose one of {WINDOW_KINDS}"
-            )
         self.inner = inner
         self.window = require_positive_int(window, "window")
-        self.kind = kind
+        self.kind = check_window_kind(kind)
         self.num_heads, self.head_dim = inner.num_heads, inner.head_dim
         self.d_model, self.needs_weights = inner.d_model, inner.needs_weights
 

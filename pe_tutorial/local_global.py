@@ -28,6 +28,7 @@ __all__ = [
     "GEMMA3_BASES",
     "layer_types",
     "WINDOW_KINDS",
+    "check_window_kind",
     "window_overlay",
     "sliding_window_mask",
     "layer_frequencies",
@@ -50,6 +51,13 @@ def layer_types(num_layers: int, *, pattern: int = 6) -> list[str]:
     ]
 
 
+def check_window_kind(kind: str) -> str:
+    """``kind`` if it names a window (``WINDOW_KINDS``), else a ``ValueError`` listing them."""
+    if kind not in WINDOW_KINDS:
+        raise ValueError(f"unknown window kind {kind!r}; choose one of {WINDOW_KINDS}")
+    return kind
+
+
 def window_overlay(
     q_len: int, k_len: int, window: int, kind: str = "sliding", *, device=None
 ) -> torch.Tensor:
@@ -59,8 +67,7 @@ def window_overlay(
     floor(j / window)``. Queries are the last ``q_len`` of the ``k_len``
     positions. Not causal by itself: lay the causal mask over it.
     """
-    if kind not in WINDOW_KINDS:
-        raise ValueError(f"unknown window kind {kind!r}; choose one of {WINDOW_KINDS}")
+    check_window_kind(kind)
     require_positive_int(window, "window")
     i = query_positions(q_len, k_len, device=device)[:, None]  # (Tq, 1)
     j = torch.arange(k_len, device=device)[None, :]  # (1, Tk)
