@@ -1,9 +1,13 @@
-"""Which device to run on, and waiting for it: shared by training, timing and attention.
+"""Which device to run on, what it is, and waiting for it: shared by training, timing
+and attention.
 
 - ``default_device``: the GPU when there is one, else the CPU (every timing
   cell and ``device="auto"``).
 - ``resolve_device``: a user's choice (``"auto"``, ``"cpu"``, ``"cuda:1"``, ...)
   checked, with one clear error for a device that does not exist here.
+- ``environment``: where, when and with what a measurement ran (device model,
+  threads, versions, cache or memory size, a GPU's data-sheet bandwidth); every
+  recorded timing and experiment carries it.
 - ``synchronize``: wait for the GPU's queued work (nothing to do on a CPU).
 - ``cuda_capability`` and ``timing_dtype``: what a GPU can run. bfloat16
   arithmetic (and Triton's bfloat16) needs compute capability 8.0 (Ampere);
@@ -11,6 +15,13 @@
 """
 
 from __future__ import annotations
+
+import datetime as _dt
+import functools
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -22,6 +33,13 @@ __all__ = [
     "synchronize",
     "cuda_capability",
     "timing_dtype",
+    "PeakBandwidth",
+    "PEAK_BANDWIDTH",
+    "peak_bandwidth",
+    "cpu_name",
+    "device_name",
+    "last_level_cache_bytes",
+    "environment",
 ]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
@@ -89,3 +107,137 @@ def timing_dtype(name: str, device: torch.device | str) -> tuple[str, str | None
             f"{major}.{minor}, and bfloat16 kernels need 8.0 or newer"
         )
     return name, None
+
+
+@dataclass(frozen=True)
+class PeakBandwidth:
+    """A GPU's peak memory bandwidth from its vendor's data sheet."""
+
+    gpu: str
+    gb_per_s: float
+    source: str
+
+
+_A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (2021)"
+_H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023)"
+# Peak DRAM bandwidth of the GPUs a learner meets (Colab, Kaggle, cloud), in GB/s
+# (10^9 bytes/s). Keys are matched as whole words in torch.cuda.get_device_name.
+PEAK_BANDWIDTH: dict[str, PeakBandwidth] = {
+    "T4": PeakBandwidth("NVIDIA T4", 320.0, "NVIDIA T4 datasheet: 320+ GB/s GDDR6"),
+    "L4": PeakBandwidth("NVIDIA L4", 300.0, "NVIDIA L4 datasheet: 300 GB/s GDDR6"),
+    "A10G": PeakBandwidth("NVIDIA A10G", 600.0, "NVIDIA A10 datasheet: 600 GB/s"),
+    "V100": PeakBandwidth("NVIDIA V100", 900.0, "NVIDIA V100 datasheet: 900 GB/s"),
+    "A100-SXM4-40GB": PeakBandwidth(
+        "NVIDIA A100 40GB SXM", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"
+    ),
+    "A100-PCIE-40GB": PeakBandwidth(
+        "NVIDIA A100 40GB PCIe", 1555.0, _A100_SHEET + ": 1,555 GB/s HBM2"
+    ),
+    "A100-SXM4-80GB": PeakBandwidth(
+        "NVIDIA A100 80GB SXM", 2039.0, _A100_SHEET + ": 2,039 GB/s HBM2e"
+    ),
+    "A100 80GB PCIe": PeakBandwidth(
+        "NVIDIA A100 80GB PCIe", 1935.0, _A100_SHEET + ": 1,935 GB/s HBM2e"
+    ),
+    "H100 80GB HBM3": PeakBandwidth(
+        "NVIDIA H100 SXM", 3350.0, _H100_SHEET + ": 3.35 TB/s HBM3 (SXM)"
+    ),
+    "H100 PCIe": PeakBandwidth(
+        "NVIDIA H100 PCIe", 2000.0, _H100_SHEET + ": 2 TB/s HBM2e (PCIe)"
+    ),
+    "H200": PeakBandwidth(
+        "NVIDIA H200", 4800.0, "NVIDIA H200 Tensor Core GPU datasheet: 4.8 TB/s HBM3e"
+    ),
+}
+
+
+def peak_bandwidth(name: str) -> PeakBandwidth | None:
+    """The data-sheet bandwidth for a GPU named as ``torch.cuda.get_device_name`` does."""
+    for key, peak in PEAK_BANDWIDTH.items():
+        # whole-word match: "L4" must not match "NVIDIA L40S"
+        if re.search(
+            rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])",
+            name,
+            flags=re.IGNORECASE,
+        ):
+            return peak
+    return None
+
+
+# ---------------------------------------------------------------------------
+# where a measurement ran
+# ---------------------------------------------------------------------------
+
+
+@functools.cache
+def cpu_name() -> str:
+    """The CPU's model name (Linux: ``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def device_name(device: torch.device | str) -> str:
+    """A human name for ``device``: the GPU model, or the CPU model."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_name()
+
+
+@functools.cache
+def last_level_cache_bytes() -> int | None:
+    """Size of the CPU's largest cache in bytes (Linux sysfs), or None if unknown.
+
+    A copy of a tensor smaller than this can run from cache; a benchmark that
+    wants memory bandwidth must move more.
+    """
+    folder = Path("/sys/devices/system/cpu/cpu0/cache")
+    best: tuple[int, int] | None = None
+    for index in folder.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        match = re.fullmatch(r"(\d+)([KMG]?)", size)
+        if not match:
+            continue
+        scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+        candidate = (level, int(match.group(1)) * scale)
+        best = candidate if best is None or candidate > best else best
+    return None if best is None else best[1]
+
+
+def environment(device: torch.device | str) -> dict:
+    """Where, when and with what a measurement was taken (the same keys everywhere).
+
+    ``device`` is torch's name (``cpu``, ``cuda:0``), ``device_name`` the model.
+    On a GPU it adds the memory and the data-sheet bandwidth; on a CPU the size
+    of the last-level cache.
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    env = {
+        "device": str(device),
+        "device_name": device_name(device),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda if device.type == "cuda" else None,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+    }
+    if device.type == "cuda":
+        memory = torch.cuda.get_device_properties(device).total_memory
+        env["gpu_memory_gib"] = round(memory / 2**30, 1)
+        peak = peak_bandwidth(env["device_name"])
+        env["peak_gb_s"] = None if peak is None else peak.gb_per_s
+    else:
+        env["last_level_cache_bytes"] = last_level_cache_bytes()
+    return env

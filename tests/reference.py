@@ -13,15 +13,12 @@ import math
 
 import torch
 
-from pe_tutorial.absolute import (
-    LearnedPositionalEmbedding,
-    SinusoidalPositionalEmbedding,
+from pe_tutorial.attention.core import KERNELS, flex_available
+from pe_tutorial.attention.layer_patterns import (
+    LocalAttentionScheme,
+    TemperedNoPEScheme,
 )
-from pe_tutorial.attention import KERNELS, flex_available
-from pe_tutorial.layer_patterns import LocalAttentionScheme, TemperedNoPEScheme
-from pe_tutorial.relative import t5_relative_position_bucket
-from pe_tutorial.rope import apply_rope
-from pe_tutorial.schemes import (
+from pe_tutorial.attention.schemes import (
     AbsoluteScheme,
     ALiBiScheme,
     CoPEScheme,
@@ -30,6 +27,12 @@ from pe_tutorial.schemes import (
     ShawScheme,
     T5BiasScheme,
 )
+from pe_tutorial.encodings.absolute import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEmbedding,
+)
+from pe_tutorial.encodings.relative import t5_relative_position_bucket
+from pe_tutorial.encodings.rope import apply_rope
 
 # every kernel this torch can run
 AVAILABLE_KERNELS = KERNELS if flex_available() else ("naive", "sdpa")

@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.absolute against closed forms and naive Python loops."""
+"""Tests for pe_tutorial.encodings.absolute against closed forms and naive Python loops."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.absolute import (
+from pe_tutorial.encodings.absolute import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEmbedding,
     binary_encoding,

@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.alibi: published slopes, naive loops, and the properties chapter 7 claims."""
+"""Tests for pe_tutorial.encodings.alibi: published slopes, naive loops, and the properties chapter 7 claims."""
 
 import math
 
@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.alibi import ALiBiBias, alibi_bias, alibi_slopes
-from pe_tutorial.positions import query_positions
+from pe_tutorial.encodings.alibi import ALiBiBias, alibi_bias, alibi_slopes
+from pe_tutorial.encodings.positions import query_positions
 
 
 def reference_slopes(n):

@@ -276,8 +276,8 @@ WRONG = [
     ids=[f"{n}-{q}-{i}" for i, (n, q, *_) in enumerate(WRONG)],
 )
 def test_wrong_implementations_fail(built, name, question, wrong, says):
-    from pe_tutorial.relative import t5_relative_position_bucket
-    from pe_tutorial.rope import apply_rope
+    from pe_tutorial.encodings.relative import t5_relative_position_bucket
+    from pe_tutorial.encodings.rope import apply_rope
 
     env = reference_environment(built, name)
     env.update(reference_rope=apply_rope, reference_bucket=t5_relative_position_bucket)
@@ -291,13 +291,17 @@ def test_wrong_implementations_fail(built, name, question, wrong, says):
 
 
 IMPORTED = [
-    ("sinusoidal", "q1", "from pe_tutorial.absolute import sinusoidal_encoding"),
-    ("rope", "q2", "from pe_tutorial.rope import apply_rope"),
-    ("alibi", "q1", "from pe_tutorial.alibi import alibi_slopes"),
+    (
+        "sinusoidal",
+        "q1",
+        "from pe_tutorial.encodings.absolute import sinusoidal_encoding",
+    ),
+    ("rope", "q2", "from pe_tutorial.encodings.rope import apply_rope"),
+    ("alibi", "q1", "from pe_tutorial.encodings.alibi import alibi_slopes"),
     (
         "t5_buckets",
         "q1",
-        "from pe_tutorial.relative import t5_relative_position_bucket",
+        "from pe_tutorial.encodings.relative import t5_relative_position_bucket",
     ),
 ]
 
@@ -374,7 +378,9 @@ def test_grading_survives_a_class(built, tmp_path, capsys):
         alibi_submission(built, "while True:\n    pass\n")
     )
     (submissions / "imported.ipynb").write_text(
-        alibi_submission(built, "from pe_tutorial.alibi import alibi_slopes\n")
+        alibi_submission(
+            built, "from pe_tutorial.encodings.alibi import alibi_slopes\n"
+        )
     )
     (submissions / "nan.ipynb").write_text(
         alibi_submission(
@@ -511,7 +517,7 @@ def test_a_wrong_answer_fails_its_check_alone_on_colab(built, tmp_path):
 
 
 def test_the_package_ships_the_public_tests_otter_assign_writes(built):
-    """pe_tutorial/assignment_tests.json is what `make assignments` last wrote: in step."""
+    """pe_tutorial/course/assignment_tests.json is what `make assignments` last wrote: in step."""
     from pe_tutorial import course
 
     assert course.assignments() == NAMES

@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.attention: the reference attention, masks, the three kernels, the config.
+"""Tests for pe_tutorial.attention.core: the reference attention, masks, the three kernels, the config.
 
 Every scheme-specific check lives in test_schemes.py, and the multi-head layer
 against a per-head loop in test_multi_head.py; here the bias is a plain tensor.
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pe_tutorial.attention import (
+from pe_tutorial.attention.core import (
     DEFAULT_KERNEL,
     KERNELS,
     AttentionConfig,
@@ -22,7 +22,7 @@ from pe_tutorial.attention import (
     dot_product_attention,
     padding_mask,
 )
-from pe_tutorial.position_scheme import PositionScheme
+from pe_tutorial.attention.position_scheme import PositionScheme
 
 from reference import AVAILABLE_KERNELS
 
@@ -243,19 +243,20 @@ def test_layer_rejects_input_of_the_wrong_width():
 
 
 def test_attention_modules_import_no_encoding():
-    """attention.py, flex.py and attention_inputs.py import no encoding module."""
+    """core.py, flex.py and inputs.py import no encoding module but positions."""
     allowed = {
-        "_validation",
-        "attention_inputs",
-        "devices",
-        "flex",
-        "positions",
-        "position_scheme",
+        "pe_tutorial._validation",
+        "pe_tutorial.devices",
+        "pe_tutorial.encodings.positions",
+        "pe_tutorial.attention.inputs",
+        "pe_tutorial.attention.flex",
+        "pe_tutorial.attention.position_scheme",
     }
-    package = Path(__file__).resolve().parent.parent / "pe_tutorial"
-    for name in ("attention.py", "flex.py", "attention_inputs.py"):
+    folder = Path(__file__).resolve().parent.parent / "pe_tutorial" / "attention"
+    for name in ("core.py", "flex.py", "inputs.py"):
         imported = set()
-        for node in ast.walk(ast.parse((package / name).read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                imported.add(node.module)
-        assert imported <= allowed, (name, imported)
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                base = ["pe_tutorial", "attention"][: 3 - node.level]
+                imported.add(".".join(base + [node.module]))
+        assert imported <= allowed, (name, imported - allowed)

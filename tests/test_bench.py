@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.bench: statistics, bandwidth, metadata, recorded results, and a known delay."""
+"""Tests for pe_tutorial.benchmarks.timing: statistics, bandwidth, metadata, recorded results, and a known delay."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from pe_tutorial import bench
+from pe_tutorial.benchmarks import timing as bench
 
 
 def make_timing(times, **kwargs):

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pe_tutorial import bench, benchmarks
+from pe_tutorial import benchmarks
 from pe_tutorial.benchmarks import _core, attention_bias
+from pe_tutorial.benchmarks import timing as bench
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CPU = torch.device("cpu")

@@ -265,7 +265,7 @@ def test_an_interactive_figure_counts_as_rendered_only_with_vega_output():
 
 
 def test_the_notebook_figure_check_finds_each_figure_output(tmp_path):
-    from pe_tutorial import interactive
+    from pe_tutorial.pages import interactive
 
     figure = interactive.figure_html({"mark": "point"}, name="a")
     cell = nbformat.v4.new_code_cell("show()", execution_count=1)

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from pe_tutorial import checks
-from pe_tutorial.alibi import alibi_slopes
-from pe_tutorial.relative import t5_relative_position_bucket
-from pe_tutorial.rope import apply_rope
+from pe_tutorial.encodings.alibi import alibi_slopes
+from pe_tutorial.encodings.relative import t5_relative_position_bucket
+from pe_tutorial.encodings.rope import apply_rope
 
 
 def passes_or_says(check, fn, says):
@@ -541,12 +541,16 @@ def test_scaling_messages_speak_of_the_method_asked_for(method, wrong, says):
 @pytest.mark.parametrize(
     "check, answer, name",
     [
-        (checks.check_apply_rope, apply_rope, "pe_tutorial.rope.apply_rope"),
-        (checks.check_alibi_slopes, alibi_slopes, "pe_tutorial.alibi.alibi_slopes"),
+        (checks.check_apply_rope, apply_rope, "pe_tutorial.encodings.rope.apply_rope"),
+        (
+            checks.check_alibi_slopes,
+            alibi_slopes,
+            "pe_tutorial.encodings.alibi.alibi_slopes",
+        ),
         (
             checks.check_t5_bucket,
             functools.partial(t5_relative_position_bucket),
-            "pe_tutorial.relative.t5_relative_position_bucket",
+            "pe_tutorial.encodings.relative.t5_relative_position_bucket",
         ),
     ],
     ids=["rope", "alibi slopes", "partial of t5 bucket"],

@@ -53,7 +53,7 @@ def test_the_detector_sees_myst():
 def test_literalinclude_becomes_the_package_source(edition):
     import inspect
 
-    from pe_tutorial import rope
+    from pe_tutorial.encodings import rope
 
     rope_text = text(edition["06_rope.ipynb"])
     assert (

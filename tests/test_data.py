@@ -8,7 +8,7 @@ import zlib
 import pytest
 import torch
 
-from pe_tutorial.data import (
+from pe_tutorial.lm.data import (
     IGNORE_INDEX,
     PASSKEY_SYMBOLS,
     evaluation_segments,

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from pe_tutorial.fire import FIREBias
-from pe_tutorial.random_positions import random_positions
-from pe_tutorial.rope import apply_rope
-from pe_tutorial.xpos import apply_xpos, xpos_decay
+from pe_tutorial.encodings.fire import FIREBias
+from pe_tutorial.encodings.random_positions import random_positions
+from pe_tutorial.encodings.rope import apply_rope
+from pe_tutorial.encodings.xpos import apply_xpos, xpos_decay
 
 
 def test_xpos_decay_by_hand():

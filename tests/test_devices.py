@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pe_tutorial import devices, flex
+from pe_tutorial import devices
+from pe_tutorial.attention import flex
 from pe_tutorial.benchmarks import _core
 
 CAPABILITIES = [(7, 5), (8, 0), (9, 0)]

@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.diagnostics against naive loops and closed forms."""
+"""Tests for pe_tutorial.encodings.diagnostics against naive loops and closed forms."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.diagnostics import mean_token_cosine, norm_ratio, trailing_ones
+from pe_tutorial.encodings.diagnostics import (
+    mean_token_cosine,
+    norm_ratio,
+    trailing_ones,
+)
 
 
 def test_norm_ratio_closed_form():

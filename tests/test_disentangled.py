@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.disentangled: DeBERTa's buckets and attention against Hugging Face's code.
+"""Tests for pe_tutorial.encodings.disentangled: DeBERTa's buckets and attention against Hugging Face's code.
 
 ``fixtures/hf_deberta.json`` holds what transformers' DeBERTa-v2 layer computes
 (``fixtures/make_hf_deberta.py`` regenerates it): its log buckets for three
@@ -14,13 +14,13 @@ import pathlib
 import pytest
 import torch
 
-from pe_tutorial.attention import attend
-from pe_tutorial.disentangled import (
+from pe_tutorial.attention.core import attend
+from pe_tutorial.attention.schemes import DisentangledScheme
+from pe_tutorial.encodings.disentangled import (
     DisentangledRelativeBias,
     deberta_log_bucket,
     disentangled_rows,
 )
-from pe_tutorial.schemes import DisentangledScheme
 
 from reference import AVAILABLE_KERNELS
 

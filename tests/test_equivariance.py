@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pe_tutorial import sinusoidal_encoding
-from pe_tutorial.equivariance import (
+from pe_tutorial.attention.equivariance import (
     ConvolutionLayer,
     RecurrentLayer,
     SelfAttention,
@@ -76,7 +76,7 @@ def test_word_embedder_rejects_what_is_not_a_list_of_words(words):
 
 
 def test_torch_multihead_with_the_same_weights_computes_the_same_head():
-    from pe_tutorial.equivariance import to_torch_multihead
+    from pe_tutorial.attention.equivariance import to_torch_multihead
 
     attention = SelfAttention(8, seed=3)
     layer = to_torch_multihead(attention)

@@ -20,9 +20,9 @@ from pe_tutorial.experiments import (
     run_experiments,
     summarise,
 )
-from pe_tutorial.model import SCHEMES
-from pe_tutorial.notebook import glue
-from pe_tutorial.train import TrainConfig
+from pe_tutorial.lm.model import SCHEMES
+from pe_tutorial.lm.train import TrainConfig
+from pe_tutorial.pages.glue import glue
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -422,7 +422,7 @@ def test_unknown_preset_in_the_api():
 def test_glue_without_myst_nb_runs_and_can_display(monkeypatch, capsys):
     import sys
 
-    from pe_tutorial.notebook import GLUED
+    from pe_tutorial.pages.glue import GLUED
 
     monkeypatch.setitem(sys.modules, "myst_nb", None)  # as on Colab
     glue("quiet", 1.5)

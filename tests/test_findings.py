@@ -5,7 +5,7 @@ import math
 import pytest
 
 from pe_tutorial.experiments import _entry
-from pe_tutorial.findings import (
+from pe_tutorial.lm.findings import (
     Gap,
     change,
     compare,
@@ -127,7 +127,7 @@ def test_language_entry_defaults_to_the_plain_variant():
 
 
 def test_glue_gap_glues_the_difference_and_its_verdict():
-    from pe_tutorial.notebook import GLUED
+    from pe_tutorial.pages.glue import GLUED
 
     gap = glue_gap("a_b", A, B, 4)
     assert gap == compare(A, B, 4)

@@ -1,4 +1,4 @@
-"""FlexAttention with block masks and compiled: pe_tutorial.attention's fast bias path.
+"""FlexAttention with block masks and compiled: pe_tutorial.attention.core's fast bias path.
 
 Eager FlexAttention evaluates the ``mask_mod`` on every score and ignores the
 block tables, so the tables are checked on their own: against a closed-form
@@ -12,9 +12,9 @@ import math
 import pytest
 import torch
 
-from pe_tutorial import attention, flex
-from pe_tutorial.alibi import ALiBiBias
-from pe_tutorial.attention import (
+from pe_tutorial.attention import core as attention
+from pe_tutorial.attention import flex
+from pe_tutorial.attention.core import (
     attend,
     compile_flex,
     flex_available,
@@ -22,8 +22,9 @@ from pe_tutorial.attention import (
     flex_compile_available,
     padding_mask,
 )
-from pe_tutorial.relative import T5RelativeBias
-from pe_tutorial.schemes import ALiBiScheme, T5BiasScheme
+from pe_tutorial.attention.schemes import ALiBiScheme, T5BiasScheme
+from pe_tutorial.encodings.alibi import ALiBiBias
+from pe_tutorial.encodings.relative import T5RelativeBias
 
 from reference import scheme_attention, softmax_attention
 

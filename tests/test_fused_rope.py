@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.fused_rope: q and k rotated together, as apply_rope does."""
+"""Tests for pe_tutorial.encodings.fused_rope: q and k rotated together, as apply_rope does."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_rope import naive_rope
 
-from pe_tutorial import fused_rope, rope_core
-from pe_tutorial.fused_rope import (
+from pe_tutorial.encodings import fused_rope, rope_core
+from pe_tutorial.encodings.fused_rope import (
     apply_rope_qk,
     compile_rope_qk,
     compiled_apply_rope_qk,
     rope_cos_sin,
 )
-from pe_tutorial.rope import RotaryEmbedding, apply_rope, rope_frequencies
+from pe_tutorial.encodings.rope import RotaryEmbedding, apply_rope, rope_frequencies
 
 PAIRINGS = ["half", "interleaved"]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from pe_tutorial import interactive
-from pe_tutorial.absolute import sinusoidal_encoding
-from pe_tutorial.alibi import alibi_bias
-from pe_tutorial.relative import t5_relative_position_bucket
-from pe_tutorial.rope import apply_rope, rope_frequencies
-from pe_tutorial.rope_scaling import scaled_rope_frequencies
+from pe_tutorial.encodings.absolute import sinusoidal_encoding
+from pe_tutorial.encodings.alibi import alibi_bias
+from pe_tutorial.encodings.relative import t5_relative_position_bucket
+from pe_tutorial.encodings.rope import apply_rope, rope_frequencies
+from pe_tutorial.encodings.rope_scaling import scaled_rope_frequencies
+from pe_tutorial.pages import interactive
 
 ROOT = Path(__file__).resolve().parent.parent
 

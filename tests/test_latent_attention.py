@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pe_tutorial.latent_attention import LatentAttention, coupled_absorption_error
+from pe_tutorial.attention.latent_attention import (
+    LatentAttention,
+    coupled_absorption_error,
+)
 
 SIZES = dict(q_rank=24, kv_rank=16, nope_dim=8, rope_dim=4, v_dim=6)
 

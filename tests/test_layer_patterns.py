@@ -14,22 +14,26 @@ import math
 import pytest
 import torch
 
-from pe_tutorial.attention import (
+from pe_tutorial.attention.core import (
     AttentionConfig,
     MultiHeadAttention,
 )
-from pe_tutorial.layer_patterns import (
+from pe_tutorial.attention.layer_patterns import (
     LocalAttentionScheme,
     TemperedNoPEScheme,
     global_layers,
 )
-from pe_tutorial.local_global import layer_types, sliding_window_mask, window_overlay
-from pe_tutorial.model import ByteTransformer, ModelConfig
-from pe_tutorial.position_scheme import NoPositionScheme
-from pe_tutorial.registry import ModelScheme, register_scheme, unregister_scheme
-from pe_tutorial.rope import RotaryEmbedding
-from pe_tutorial.rope_bands import p_rope_frequencies
-from pe_tutorial.schemes import RotaryScheme
+from pe_tutorial.attention.local_global import (
+    layer_types,
+    sliding_window_mask,
+    window_overlay,
+)
+from pe_tutorial.attention.position_scheme import NoPositionScheme
+from pe_tutorial.attention.schemes import RotaryScheme
+from pe_tutorial.encodings.rope import RotaryEmbedding
+from pe_tutorial.encodings.rope_bands import p_rope_frequencies
+from pe_tutorial.lm.model import ByteTransformer, ModelConfig
+from pe_tutorial.lm.registry import ModelScheme, register_scheme, unregister_scheme
 
 from reference import llama4_nope_layer
 

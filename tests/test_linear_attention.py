@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.linear_attention import elu_feature_map, linear_attention
+from pe_tutorial.attention.linear_attention import elu_feature_map, linear_attention
 
 
 def rotate_pair_loop(x, position, base=10000.0):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pe_tutorial.attention import dot_product_attention
-from pe_tutorial.local_global import (
+from pe_tutorial.attention.core import dot_product_attention
+from pe_tutorial.attention.local_global import (
     GEMMA3_BASES,
     layer_frequencies,
     layer_types,

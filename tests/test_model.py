@@ -9,15 +9,15 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from pe_tutorial.absolute import LearnedPositionalEmbedding, sinusoidal_at
-from pe_tutorial.data import random_windows
-from pe_tutorial.model import SCHEMES, ByteTransformer, ModelConfig
-from pe_tutorial.position_scheme import NoPositionScheme
-from pe_tutorial.registry import scheme_names
-from pe_tutorial.rope import RotaryEmbedding
-from pe_tutorial.rope_scaling import RopeScaling
-from pe_tutorial.schemes import AbsoluteScheme
-from pe_tutorial.train import TrainConfig, train
+from pe_tutorial.attention.position_scheme import NoPositionScheme
+from pe_tutorial.attention.schemes import AbsoluteScheme
+from pe_tutorial.encodings.absolute import LearnedPositionalEmbedding, sinusoidal_at
+from pe_tutorial.encodings.rope import RotaryEmbedding
+from pe_tutorial.encodings.rope_scaling import RopeScaling
+from pe_tutorial.lm.data import random_windows
+from pe_tutorial.lm.model import SCHEMES, ByteTransformer, ModelConfig
+from pe_tutorial.lm.registry import scheme_names
+from pe_tutorial.lm.train import TrainConfig, train
 
 from reference import scheme_attention, with_positions_added
 

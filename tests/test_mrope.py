@@ -8,13 +8,13 @@ import types
 import pytest
 import torch
 
-from pe_tutorial.mrope import (
+from pe_tutorial.encodings.mrope import (
     QWEN2_VL_SECTIONS,
     apply_mrope,
     mrope_cos_sin,
     mrope_position_ids,
 )
-from pe_tutorial.rope import apply_rope
+from pe_tutorial.encodings.rope import apply_rope
 
 
 def test_for_text_m_rope_is_rope():

@@ -11,16 +11,16 @@ positions disagrees with it.
 import pytest
 import torch
 
-from pe_tutorial.absolute import (
-    LearnedPositionalEmbedding,
-    SinusoidalPositionalEmbedding,
-)
-from pe_tutorial.attention import (
+from pe_tutorial.attention.core import (
     AttentionConfig,
     MultiHeadAttention,
     padding_mask,
 )
-from pe_tutorial.schemes import AbsoluteScheme
+from pe_tutorial.attention.schemes import AbsoluteScheme
+from pe_tutorial.encodings.absolute import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEmbedding,
+)
 
 from reference import scheme_attention, with_positions_added
 from test_schemes import B, D, H, kernels_for, make_schemes

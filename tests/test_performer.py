@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from pe_tutorial.attention import dot_product_attention
-from pe_tutorial.performer import (
+from pe_tutorial.attention.core import dot_product_attention
+from pe_tutorial.attention.performer import (
     favor_features,
     performer_attention,
     random_directions,
 )
-from pe_tutorial.rope import apply_rope
+from pe_tutorial.encodings.rope import apply_rope
 
 
 def inputs(seed=0, T=24, D=16, scale=0.5):

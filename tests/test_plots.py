@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from pe_tutorial.plots import (  # noqa: E402
+from pe_tutorial.encodings.rope import rope_frequencies  # noqa: E402
+from pe_tutorial.pages.plots import (  # noqa: E402
     length_curves,
     passkey_grid,
     passkey_grids,
@@ -21,7 +22,6 @@ from pe_tutorial.plots import (  # noqa: E402
     rope_scaling_ratios,
     shift_arcs,
 )
-from pe_tutorial.rope import rope_frequencies  # noqa: E402
 
 
 def run(seed, curve):

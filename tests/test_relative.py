@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.relative: T5 buckets (published values, a loop), Shaw's clipped table, CoPE."""
+"""Tests for pe_tutorial.encodings.relative: T5 buckets (published values, a loop), Shaw's clipped table, CoPE."""
 
 import math
 
@@ -7,9 +7,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.attention import AttentionConfig, MultiHeadAttention
-from pe_tutorial.positions import relative_positions
-from pe_tutorial.relative import (
+from pe_tutorial.attention.core import AttentionConfig, MultiHeadAttention
+from pe_tutorial.attention.schemes import ShawScheme
+from pe_tutorial.encodings.positions import relative_positions
+from pe_tutorial.encodings.relative import (
     ContextualPositionBias,
     ShawRelativePosition,
     T5RelativeBias,
@@ -21,7 +22,6 @@ from pe_tutorial.relative import (
     t5_relative_position_bucket,
     t5_untrained_share,
 )
-from pe_tutorial.schemes import ShawScheme
 
 # ---------------------------------------------------------------------------
 # T5 buckets

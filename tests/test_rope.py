@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.rope against independent references: naive float64 loops, hand-built matrices, sympy."""
+"""Tests for pe_tutorial.encodings.rope: naive float64 loops, hand-built matrices, sympy."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial import symbolic
-from pe_tutorial.absolute import sinusoidal_frequencies
-from pe_tutorial.rope import (
+from pe_tutorial.encodings import symbolic
+from pe_tutorial.encodings.absolute import sinusoidal_frequencies
+from pe_tutorial.encodings.rope import (
     RotaryEmbedding,
     apply_rope,
     apply_rope_complex,
@@ -818,7 +818,7 @@ def test_other_bad_input_is_rejected():
 
 
 def test_default_positions_reuse_one_cos_sin_table():
-    from pe_tutorial import rope
+    from pe_tutorial.encodings import rope
 
     x = torch.randn(2, 3, 7, 8)
     before = rope._arange_cos_sin.cache_info().hits
@@ -839,7 +839,7 @@ def test_default_positions_reuse_one_cos_sin_table():
 
 
 def test_clear_rope_caches_frees_the_kept_tables():
-    from pe_tutorial import rope, rope_core
+    from pe_tutorial.encodings import rope, rope_core
 
     apply_rope(torch.randn(1, 1, 5, 8))
     assert rope._arange_cos_sin.cache_info().currsize >= 1

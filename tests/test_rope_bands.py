@@ -7,17 +7,17 @@ import math
 import pytest
 import torch
 
-from pe_tutorial.absolute import LearnedPositionalEmbedding
-from pe_tutorial.model import ByteTransformer, ModelConfig
-from pe_tutorial.rope import RotaryEmbedding, apply_rope, rope_frequencies
-from pe_tutorial.rope_bands import (
+from pe_tutorial.encodings.absolute import LearnedPositionalEmbedding
+from pe_tutorial.encodings.rope import RotaryEmbedding, apply_rope, rope_frequencies
+from pe_tutorial.encodings.rope_bands import (
     BAND_ABLATIONS,
     band_frequencies,
     p_rope_frequencies,
     rope_wavelengths,
     slow_pairs,
 )
-from pe_tutorial.rope_scaling import RopeScaling
+from pe_tutorial.encodings.rope_scaling import RopeScaling
+from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 
 
 def test_wavelengths_and_the_slow_band_by_hand():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pe_tutorial.rope import apply_rope, grid_positions
-from pe_tutorial.rope_core import rope_frequencies
-from pe_tutorial.rope_mixed import MixedRoPE2d
+from pe_tutorial.encodings.rope import apply_rope, grid_positions
+from pe_tutorial.encodings.rope_core import rope_frequencies
+from pe_tutorial.encodings.rope_mixed import MixedRoPE2d
 
 
 def test_with_no_y_frequencies_it_is_rope_along_x():

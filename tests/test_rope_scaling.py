@@ -11,13 +11,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.rope import RotaryEmbedding, rope_frequencies
-from pe_tutorial.rope_scaling import (
+from pe_tutorial.attention.schemes import RotaryScheme
+from pe_tutorial.encodings.rope import RotaryEmbedding, rope_frequencies
+from pe_tutorial.encodings.rope_scaling import (
     SCALING_METHODS,
     RopeScaling,
     scaled_rope_frequencies,
 )
-from pe_tutorial.schemes import RotaryScheme
 
 FAST = settings(max_examples=30, deadline=None)
 HF = json.loads(

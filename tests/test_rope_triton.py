@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.rope_triton: the Triton kernel, in Triton's CPU interpreter.
+"""Tests for pe_tutorial.encodings.rope_triton: the Triton kernel, in Triton's CPU interpreter.
 
 The kernel is defined at its first call in each mode, so setting
 TRITON_INTERPRET=1 here (monkeypatch), after triton may have been imported
@@ -19,9 +19,9 @@ import pytest
 import torch
 from test_rope import naive_rope
 
-from pe_tutorial.fused_rope import rope_cos_sin
-from pe_tutorial.rope import apply_rope
-from pe_tutorial.rope_triton import apply_rope_qk_triton, triton_status
+from pe_tutorial.encodings.fused_rope import rope_cos_sin
+from pe_tutorial.encodings.rope import apply_rope
+from pe_tutorial.encodings.rope_triton import apply_rope_qk_triton, triton_status
 
 PAIRINGS = ["half", "interleaved"]
 
@@ -163,8 +163,8 @@ def test_a_fresh_interpreter_without_then_with_triton():
     code = """
 import importlib.util, os, sys
 sys.modules["triton"] = None
-import torch, pe_tutorial, pe_tutorial.fused_rope
-from pe_tutorial.rope_triton import apply_rope_qk_triton, triton_status
+import torch, pe_tutorial, pe_tutorial.encodings.fused_rope
+from pe_tutorial.encodings.rope_triton import apply_rope_qk_triton, triton_status
 ready, why = triton_status("cpu")
 assert not ready and "triton is not installed" in why, why
 try:
@@ -177,7 +177,7 @@ del sys.modules["triton"]
 if importlib.util.find_spec("triton") is not None:
     import triton, triton.language
     os.environ["TRITON_INTERPRET"] = "1"
-    from pe_tutorial.rope import apply_rope
+    from pe_tutorial.encodings.rope import apply_rope
     q = torch.randn(2, 3, 5, 8)
     got, _ = apply_rope_qk_triton(q, q.clone(), torch.arange(5) + 9)
     torch.testing.assert_close(got, apply_rope(q, torch.arange(5) + 9))

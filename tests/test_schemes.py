@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.schemes: each adapter against the papers' formulas, in every kernel.
+"""Tests for pe_tutorial.attention.schemes: each adapter against the papers' formulas, in every kernel.
 
 The references in reference.py use explicit absolute positions and plain
 loops, so a scheme that misplaces its queries when decoding, drops a parameter
@@ -13,25 +13,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pe_tutorial.absolute import (
-    LearnedPositionalEmbedding,
-    SinusoidalPositionalEmbedding,
-)
-from pe_tutorial.alibi import ALiBiBias
-from pe_tutorial.attention import (
+from pe_tutorial.attention.core import (
     AttentionConfig,
     MultiHeadAttention,
     attend,
     padding_mask,
 )
-from pe_tutorial.disentangled import DisentangledRelativeBias
-from pe_tutorial.relative import (
-    ContextualPositionBias,
-    ShawRelativePosition,
-    T5RelativeBias,
-)
-from pe_tutorial.rope import RotaryEmbedding
-from pe_tutorial.schemes import (
+from pe_tutorial.attention.schemes import (
     AbsoluteScheme,
     ALiBiScheme,
     CoPEScheme,
@@ -41,6 +29,18 @@ from pe_tutorial.schemes import (
     ShawScheme,
     T5BiasScheme,
 )
+from pe_tutorial.encodings.absolute import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEmbedding,
+)
+from pe_tutorial.encodings.alibi import ALiBiBias
+from pe_tutorial.encodings.disentangled import DisentangledRelativeBias
+from pe_tutorial.encodings.relative import (
+    ContextualPositionBias,
+    ShawRelativePosition,
+    T5RelativeBias,
+)
+from pe_tutorial.encodings.rope import RotaryEmbedding
 
 from reference import (
     AVAILABLE_KERNELS,

@@ -1,4 +1,4 @@
-"""Tests for pe_tutorial.symbolic: every residual simplifies to zero, wrong answers do not, numbers agree."""
+"""Tests for pe_tutorial.encodings.symbolic: every residual simplifies to zero, wrong answers do not, numbers agree."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import pytest
 import sympy as sp
 import torch
 
-from pe_tutorial import symbolic
-from pe_tutorial.absolute import (
+from pe_tutorial.encodings import symbolic
+from pe_tutorial.encodings.absolute import (
     sinusoidal_encoding,
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
 )
-from pe_tutorial.rope import apply_rope, rope_decay_curve, rope_matrix
-from pe_tutorial.symbolic import k, m, n, omega, p, r, theta
+from pe_tutorial.encodings.rope import apply_rope, rope_decay_curve, rope_matrix
+from pe_tutorial.encodings.symbolic import k, m, n, omega, p, r, theta
 
 
 def is_zero(expr) -> bool:

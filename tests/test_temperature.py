@@ -8,15 +8,15 @@ import math
 import pytest
 import torch
 
-from pe_tutorial.attention import attention_weights, dot_product_attention
-from pe_tutorial.model import ByteTransformer, ModelConfig
-from pe_tutorial.rope_scaling import scaled_rope_frequencies
-from pe_tutorial.temperature import (
+from pe_tutorial.attention.core import attention_weights, dot_product_attention
+from pe_tutorial.attention.temperature import (
     attention_entropies,
     attention_entropy,
     llama4_query_scale,
     yarn_attention_factor,
 )
+from pe_tutorial.encodings.rope_scaling import scaled_rope_frequencies
+from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 
 from reference import llama4_nope_layer
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from pe_tutorial.data import IGNORE_INDEX, random_windows
-from pe_tutorial.model import ByteTransformer, ModelConfig
-from pe_tutorial.train import (
+from pe_tutorial.lm.data import IGNORE_INDEX, random_windows
+from pe_tutorial.lm.model import ByteTransformer, ModelConfig
+from pe_tutorial.lm.train import (
     TrainConfig,
     bits_per_byte,
     length_bits_per_byte,
@@ -201,7 +201,7 @@ def test_train_config_is_checked():
 
 
 def test_passkey_accuracy_of_a_copier_and_of_a_model_that_misses_one_digit():
-    from pe_tutorial.data import PASSKEY_SYMBOLS, passkey_batch
+    from pe_tutorial.lm.data import PASSKEY_SYMBOLS, passkey_batch
 
     class Copier(nn.Module):
         """Finds the KEY marker and says the digit after the one it is asked for."""

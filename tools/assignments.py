@@ -216,7 +216,7 @@ def student_tests(result: Path) -> dict[str, str]:
 
 def refresh_package_tests(results: list[Path]) -> Path:
     """Write every assignment's public tests into the package (``pe_tutorial.course``)."""
-    path = ROOT / "pe_tutorial" / "assignment_tests.json"
+    path = ROOT / "pe_tutorial" / "course" / "assignment_tests.json"
     tests = {result.name: student_tests(result) for result in sorted(results)}
     path.write_text(json.dumps(tests, indent=1, sort_keys=True) + "\n")
     return path

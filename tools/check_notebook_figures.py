@@ -7,7 +7,7 @@
 In the built book a figure's loader takes Vega from the site's own ``vega/``
 folder (``_static/pe-vega.js`` names it); ``tools/check_pages.py`` checks that
 with the network off. A notebook has no such folder: there the loader takes
-Vega from the CDN (``pe_tutorial.interactive.CDN``). This check shows every
+Vega from the CDN (``pe_tutorial.pages.interactive.CDN``). This check shows every
 figure output of the notebooks the way three front ends do:
 
 - **Colab**: the output alone, as the document of its own frame on another
@@ -52,7 +52,7 @@ REQUIRE_JS = "<script>window.define = function () {}; window.define.amd = {};</s
 def vendored() -> tuple[str, dict[str, str]]:
     """The CDN's host, and the CDN path of each vendored library."""
     sys.path.insert(0, str(ROOT))
-    from pe_tutorial import interactive
+    from pe_tutorial.pages import interactive
 
     cdn = urlsplit(interactive.CDN)
     paths = {

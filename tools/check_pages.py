@@ -12,7 +12,7 @@ For each page of the book (``index.html`` and ``book/*.html``):
   and its ``#anchor``, if any, is an ``id`` in that file;
 - the page logged no console errors (an uncaught exception, a resource that
   failed to load);
-- every interactive figure (``pe_tutorial.interactive``, a ``<div>`` with an
+- every interactive figure (``pe_tutorial.pages.interactive``, a ``<div>`` with an
   id ``pe-vis-...``) rendered: Vega put an ``<svg>`` or a ``<canvas>`` in it;
 - no request left the page: Chromium runs with every host name unresolvable,
   so a script, style or image fetched from the network fails to load, and the

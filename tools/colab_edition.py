@@ -337,7 +337,7 @@ def convert(
         note = (
             "*This is the Colab edition of a chapter of the book. Numbers quoted in the text "
             "are those of the book's build; run the cells to get your own (after a run, "
-            "`pe_tutorial.notebook.GLUED` holds each quoted value by its name).*"
+            "`pe_tutorial.pages.glue.GLUED` holds each quoted value by its name).*"
         )
         edition["cells"].insert(
             1, {"cell_type": "markdown", "metadata": {}, "source": note}

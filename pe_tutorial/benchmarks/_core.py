@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from .. import bench
-from ..devices import timing_dtype
+from ..devices import environment, timing_dtype
+from . import timing as bench
 
 RESULTS_PACKAGE = "pe_tutorial"
 RESULTS_FOLDER = "results"
@@ -298,7 +298,7 @@ def run(
     command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
     result = SuiteResult(
         suite=name,
-        environment=bench.environment(device),
+        environment=environment(device),
         timings=timings,
         notes=list(plan.notes),
         settings={"dtype": str(dtype).replace("torch.", ""), **plan.settings},

@@ -18,9 +18,7 @@ import warnings
 
 import torch
 
-from .. import bench
-from ..alibi import ALiBiBias
-from ..attention import (
+from ..attention.core import (
     attend,
     compile_flex,
     flex_available,
@@ -28,11 +26,13 @@ from ..attention import (
     flex_compile_available,
     flex_compile_problem,
 )
-from ..bench import Case
-from ..relative import T5RelativeBias
-from ..schemes import ALiBiScheme, T5BiasScheme
+from ..attention.schemes import ALiBiScheme, T5BiasScheme
+from ..encodings.alibi import ALiBiBias
+from ..encodings.relative import T5RelativeBias
+from . import timing as bench
 from ._core import Plan, Suite, WrongResult, register
 from .chapters import attention_shape
+from .timing import Case
 
 REFERENCE = "SDPA, causal mask only"
 # the target, at the shape it names: Flex with ALiBi at >= 0.85x SDPA's speed

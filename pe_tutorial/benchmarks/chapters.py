@@ -10,22 +10,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .. import bench
-from ..absolute import (
+from ..attention.core import attend, dot_product_attention, flex_available
+from ..attention.latent_attention import LatentAttention
+from ..attention.schemes import ALiBiScheme, ShawScheme, T5BiasScheme
+from ..encodings.absolute import (
     binary_encoding,
     integer_encoding,
     sinusoidal_at,
     sinusoidal_encoding,
     sinusoidal_shift_matrix,
 )
-from ..alibi import ALiBiBias
-from ..attention import attend, dot_product_attention, flex_available
-from ..bench import Case
-from ..latent_attention import LatentAttention
-from ..relative import ShawRelativePosition, T5RelativeBias
-from ..rope import apply_rope, apply_rope_complex, apply_rope_matrix
-from ..schemes import ALiBiScheme, ShawScheme, T5BiasScheme
+from ..encodings.alibi import ALiBiBias
+from ..encodings.relative import ShawRelativePosition, T5RelativeBias
+from ..encodings.rope import apply_rope, apply_rope_complex, apply_rope_matrix
+from . import timing as bench
 from ._core import Plan, Suite, register
+from .timing import Case
 
 
 def _on_gpu(device: torch.device) -> bool:
@@ -392,7 +392,7 @@ def train_step(
 ) -> Plan:
     """One forward and backward pass of chapter 9's quick model, per scheme (chapter 9)."""
     from ..experiments import PRESETS
-    from ..model import SCHEMES, ByteTransformer, ModelConfig
+    from ..lm.model import SCHEMES, ByteTransformer, ModelConfig
 
     if batch is None or seq_len is None:
         default = (64, 256) if _on_gpu(device) else (16, 64)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..rope import rope_angles
+from ..encodings.rope import rope_angles
 
 
 class PeerUnavailable(Exception):

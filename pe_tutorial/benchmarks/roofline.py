@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..bench import Case
 from ._core import Plan, Suite, register
+from .timing import Case
 
 
 def matmul_flops(n: int) -> int:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import fused_rope, rope_triton
-from ..bench import Case
-from ..rope import apply_rope, apply_rope_matrix
+from ..encodings import fused_rope, rope_triton
+from ..encodings.rope import apply_rope, apply_rope_matrix
 from . import peers
 from ._core import Plan, Suite, WrongResult, register
+from .timing import Case
 
 # the dense matrix per token is skipped above this many multiply-adds per call
 _MATRIX_LIMIT = 2**28

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..absolute import sinusoidal_encoding, sinusoidal_shift_matrix
+from ..encodings.absolute import sinusoidal_encoding, sinusoidal_shift_matrix
 from ._common import call_checked, close, diagnose
 
 __all__ = ["check_sinusoidal", "check_shift_matrix"]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..alibi import alibi_bias, alibi_slopes
+from ..encodings.alibi import alibi_bias, alibi_slopes
 from ._common import call, call_checked, close, diagnose, first_difference
 
 __all__ = ["check_alibi_slopes", "check_alibi_bias"]

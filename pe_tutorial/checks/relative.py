@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..relative import t5_relative_position_bucket
+from ..encodings.relative import t5_relative_position_bucket
 from ._common import call, call_checked, check_shape, close, first_difference
 
 __all__ = ["check_t5_bucket", "check_t5_bias"]

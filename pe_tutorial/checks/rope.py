@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..rope import apply_rope, rope_angles, rope_frequencies
+from ..encodings.rope import apply_rope, rope_angles, rope_frequencies
 from ._common import (
     call,
     call_keeping_inputs,

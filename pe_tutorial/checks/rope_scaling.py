@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import torch
 
-from ..rope import rope_frequencies
-from ..rope_scaling import scaled_rope_frequencies
+from ..encodings.rope import rope_frequencies
+from ..encodings.rope_scaling import scaled_rope_frequencies
 from ._common import call_checked, diagnose
 
 __all__ = ["check_scaled_frequencies"]

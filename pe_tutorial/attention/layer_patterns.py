@@ -1,0 +1,162 @@
+"""Models whose layers differ: Llama 4's interleaved NoPE layers and Gemma 3's local
+and global layers, as schemes for the byte model (chapter 11).
+
+Both designs keep most layers *local* and make every ``global_every``-th
+layer (the last of each group) *global*, seeing every key:
+
+==================  ======================================  ==========================
+                    local layers                            global layers
+==================  ======================================  ==========================
+Llama 4 ("iRoPE")   RoPE, queries see their own chunk of    NoPE, each query scaled by
+                    ``window`` keys                         ``llama4_query_scale``
+                                                            (floor: the chunk size)
+Gemma 3             RoPE at base 10 000, a sliding window   RoPE at base 1 000 000
+                    of the last ``window`` keys
+==================  ======================================  ==========================
+
+transformers names the same layers in ``Llama4TextConfig.no_rope_layers``
+(0 for NoPE, every ``no_rope_layer_interval``-th) and ``layer_types``, and in
+``Gemma3TextConfig.layer_types``; ``global_layers`` follows that rule, and
+``local_global.window_overlay`` both windows.
+
+``LocalAttentionScheme`` wraps a layer's scheme and adds the window, as a
+bias of ``-inf`` outside it; ``TemperedNoPEScheme`` is Llama 4's NoPE layer.
+``llama4_layers`` and ``gemma3_layers`` build a whole model's list of schemes
+from a ``ModelConfig`` (``registry`` registers them as ``"irope"`` and
+``"local-global"``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .._validation import require_positive_int
+from ..encodings.positions import query_positions
+from .local_global import check_window_kind, window_overlay
+from .position_scheme import PositionScheme
+from .schemes import RotaryScheme
+from .temperature import llama4_query_scale
+
+__all__ = [
+    "LLAMA4_ATTN_SCALE",
+    "global_layers",
+    "LocalAttentionScheme",
+    "TemperedNoPEScheme",
+    "llama4_layers",
+    "gemma3_layers",
+]
+
+# transformers' Llama4TextConfig.attn_scale
+LLAMA4_ATTN_SCALE = 0.1
+
+
+def global_layers(num_layers: int, every: int) -> list[bool]:
+    """True for every ``every``-th layer, the last of each group: ``(i + 1) % every == 0``.
+
+    Llama 4's NoPE layers (``no_rope_layer_interval = 4``) and Gemma 3's
+    full-attention layers (``sliding_window_pattern = 6``) are chosen so.
+    """
+    require_positive_int(num_layers, "num_layers")
+    require_positive_int(every, "global_every")
+    return [(i + 1) % every == 0 for i in range(num_layers)]
+
+
+class LocalAttentionScheme(PositionScheme):
+    """A layer's scheme, with each query limited to a window of keys (chapter 11).
+
+    ``kind="sliding"``: the last ``window`` keys, ``i - window < j <= i``
+    (Gemma 3's local layers); ``kind="chunked"``: the keys of the query's own
+    block, ``floor(i / window) == floor(j / window)`` (Llama 4's RoPE layers).
+    The inner scheme's rotation, bias and value term pass through; the window
+    adds ``-inf`` to every score outside it. Causal attention only.
+    """
+
+    def __init__(self, inner: PositionScheme, window: int, kind: str = "sliding"):
+        super().__init__()
+        if not isinstance(inner, PositionScheme):
+            raise ValueError(
+                f"LocalAttentionScheme wraps a PositionScheme, got {type(inner).__name__}"
+            )
+        self.inner = inner
+        self.window = require_positive_int(window, "window")
+        self.kind = check_window_kind(kind)
+        self.num_heads, self.head_dim = inner.num_heads, inner.head_dim
+        self.d_model, self.needs_weights = inner.d_model, inner.needs_weights
+
+    def rotate(self, q, k):
+        return self.inner.rotate(q, k)
+
+    def value_term(self, weights):
+        return self.inner.value_term(weights)
+
+    def bias(self, q, k, *, causal):
+        if not causal:
+            raise ValueError(
+                "a local window is defined here for causal attention only; build the "
+                "attention with causal=True"
+            )
+        near = window_overlay(
+            q.shape[-2], k.shape[-2], self.window, self.kind, device=q.device
+        )
+        outside = torch.zeros(near.shape, device=q.device).masked_fill(
+            ~near, float("-inf")
+        )  # (Tq, Tk)
+        inner = self.inner.bias(q, k, causal=causal)
+        return outside if inner is None else inner + outside
+
+    def extra_repr(self) -> str:
+        return f"window={self.window}, kind={self.kind!r}"
+
+
+class TemperedNoPEScheme(PositionScheme):
+    """Llama 4's NoPE layer: no positions, the query at ``m`` scaled by
+    ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` (chapter 11).
+
+    The scale is 1 up to position ``floor_scale - 2`` and then grows like the
+    log of the position, so that attention over many keys stays sharp
+    (``temperature.llama4_query_scale``; transformers' ``attn_temperature_tuning``).
+    """
+
+    def __init__(self, floor_scale: float, attn_scale: float = LLAMA4_ATTN_SCALE):
+        super().__init__()
+        llama4_query_scale(  # checks both numbers, naming them
+            torch.arange(1), floor_scale=floor_scale, attn_scale=attn_scale
+        )
+        self.floor_scale, self.attn_scale = floor_scale, attn_scale
+
+    def rotate(self, q, k):
+        positions = query_positions(q.shape[-2], k.shape[-2], device=q.device)
+        scale = llama4_query_scale(
+            positions, floor_scale=self.floor_scale, attn_scale=self.attn_scale
+        )
+        return q * scale[:, None].to(q.dtype), k  # (B, H, Tq, D) * (Tq, 1)
+
+    def extra_repr(self) -> str:
+        return f"floor_scale={self.floor_scale}, attn_scale={self.attn_scale}"
+
+
+def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:
+    """Llama 4's layers for a ``ModelConfig``: RoPE (``rotary``, shared) in chunks of
+    ``local_window``, and every ``global_every``-th layer NoPE over all keys with
+    the temperature floor at the chunk size (as Llama 4's 8192 and 8192)."""
+    return [
+        TemperedNoPEScheme(config.local_window)
+        if is_global
+        else LocalAttentionScheme(RotaryScheme(rotary), config.local_window, "chunked")
+        for is_global in global_layers(config.num_layers, config.global_every)
+    ]
+
+
+def gemma3_layers(config, rotaries: nn.ModuleDict) -> list[PositionScheme]:
+    """Gemma 3's layers for a ``ModelConfig``: RoPE at ``rotaries["local"]`` in a sliding
+    window of ``local_window`` keys, and every ``global_every``-th layer RoPE at
+    ``rotaries["global"]`` over all keys."""
+    return [
+        RotaryScheme(rotaries["global"])
+        if is_global
+        else LocalAttentionScheme(
+            RotaryScheme(rotaries["local"]), config.local_window, "sliding"
+        )
+        for is_global in global_layers(config.num_layers, config.global_every)
+    ]

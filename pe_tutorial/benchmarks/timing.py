@@ -1,0 +1,617 @@
+"""Timing that names what it measured: the helpers behind every chapter's timing cell.
+
+A measurement is a list of ``Case`` objects (a name, a function of no
+arguments, the shapes and dtype it works on, and the bytes it reads plus the
+bytes it writes). ``measure`` warms each case up, then times them *interleaved*
+(each round calls every case once, in a shuffled order) so that a busy
+neighbour or a change of clock speed hits every row alike. On a GPU each call
+is bracketed by CUDA events and the device is synchronised before they are
+read; on the CPU ``time.perf_counter`` times each call.
+
+Every case that says how many bytes it moves is compared with a **copy of the
+same number of bytes** timed in the same rounds: a copy reads and writes each
+byte once, the practical limit of memory-bound work, so ``x copy`` (median over
+the copy's median) says how far from that limit a kernel is. Ratios measured in
+one run are stable where absolute times are not. A row whose interquartile
+range is wider than ``NOISY_SPREAD`` of its median is marked as noisy.
+
+Chapter 10 explains the method; ``pe_tutorial.benchmarks`` holds the suites.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..devices import (
+    PEAK_BANDWIDTH,
+    PeakBandwidth,
+    cpu_name,
+    default_device,
+    device_name,
+    environment,
+    last_level_cache_bytes,
+    peak_bandwidth,
+    synchronize,
+)
+
+__all__ = [
+    "NOISY_SPREAD",
+    "PeakBandwidth",
+    "PEAK_BANDWIDTH",
+    "Case",
+    "Timing",
+    "default_device",
+    "device_name",
+    "cpu_name",
+    "last_level_cache_bytes",
+    "environment",
+    "peak_bandwidth",
+    "copy_case",
+    "copy_probe",
+    "PROBE_BYTES",
+    "measure",
+    "within_noise",
+    "ratio_text",
+    "time_function",
+    "format_bytes",
+    "format_table",
+    "tensors_written",
+]
+
+# A row whose interquartile range exceeds this fraction of its median is marked.
+NOISY_SPREAD = 0.25
+# how much longer the samples of a row that stays noisy get (bench.measure)
+BATCH_GROWTH = 4
+
+
+# ---------------------------------------------------------------------------
+# what is timed, and what a timing holds
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Case:
+    """One thing to time: ``fn()`` and what it works on.
+
+    ``bytes_moved`` is what one call reads plus what it writes, counted from
+    the tensors it must touch (not what an implementation happens to allocate).
+    """
+
+    name: str
+    fn: Callable[[], object]
+    shapes: dict = field(default_factory=dict)
+    dtype: str | None = None
+    bytes_moved: int | None = None
+    is_copy: bool = False
+
+
+@dataclass
+class Timing:
+    """One measured row: times per call in milliseconds and what was measured.
+
+    Each of ``times_ms`` is one call, or the mean of ``calls_per_sample``
+    calls in a row where single calls disagreed too much (``measure``).
+
+    ``copy_ms`` is the median time of a copy moving the same bytes, timed in
+    the same run (None when the row has no byte count).
+    """
+
+    name: str
+    times_ms: list[float]
+    shapes: dict = field(default_factory=dict)
+    dtype: str | None = None
+    bytes_moved: int | None = None
+    copy_ms: float | None = None
+    is_copy: bool = False
+    # each of times_ms is the mean of this many calls in a row (bench.measure)
+    calls_per_sample: int = 1
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times_ms)
+
+    @property
+    def quartiles_ms(self) -> tuple[float, float]:
+        """25th and 75th percentiles (equal to the single time when there is one)."""
+        if len(self.times_ms) < 2:
+            return self.times_ms[0], self.times_ms[0]
+        q1, _, q3 = statistics.quantiles(self.times_ms, n=4, method="inclusive")
+        return q1, q3
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median: how much the calls disagree."""
+        q1, q3 = self.quartiles_ms
+        return (q3 - q1) / self.median_ms if self.median_ms > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return self.spread > NOISY_SPREAD
+
+    @property
+    def bandwidth_gb_s(self) -> float | None:
+        """Achieved bandwidth ``bytes_moved / median time`` in GB/s (10^9 bytes/s)."""
+        if self.bytes_moved is None or self.median_ms <= 0:
+            return None
+        return self.bytes_moved / (self.median_ms * 1e-3) / 1e9
+
+    @property
+    def ratio_to_copy(self) -> float | None:
+        """Median time over the median of a copy of the same bytes (1 = copy speed)."""
+        if self.copy_ms is None or self.copy_ms <= 0:
+            return None
+        return self.median_ms / self.copy_ms
+
+    def ratio_to(self, other: Timing) -> float:
+        """How many times longer this takes than ``other`` (median over median)."""
+        return self.median_ms / other.median_ms
+
+    def to_dict(self) -> dict:
+        record = dataclasses.asdict(self)
+        record.update(
+            median_ms=self.median_ms,
+            quartiles_ms=list(self.quartiles_ms),
+            bandwidth_gb_s=self.bandwidth_gb_s,
+            ratio_to_copy=self.ratio_to_copy,
+        )
+        return record
+
+    @classmethod
+    def from_dict(cls, record: dict) -> Timing:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in names})
+
+
+# ---------------------------------------------------------------------------
+# timing
+# ---------------------------------------------------------------------------
+
+
+def _time_once(fn: Callable[[], object], device: torch.device, calls: int = 1) -> float:
+    """Milliseconds per call of ``calls`` calls in a row, the device synchronised
+    before and after them."""
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls
+    begin = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - begin) * 1e3 / calls
+
+
+def format_bytes(nbytes: int) -> str:
+    """``33554432`` -> ``'32.0 MiB'``."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def copy_case(nbytes: int, device: torch.device | str) -> Case:
+    """A copy that moves ``nbytes`` in all: read ``nbytes / 2``, write as many.
+
+    The memory-bandwidth limit that a row moving ``nbytes`` is compared with.
+    """
+    if not isinstance(nbytes, int) or nbytes < 8:
+        raise ValueError(f"a copy needs at least 8 bytes moved, got {nbytes!r}")
+    device = torch.device(device)
+    numel = max(1, nbytes // 8)  # float32 elements read (and as many written)
+    source = torch.randn(numel, device=device)
+    target = torch.empty_like(source)
+    return Case(
+        f"copy, {format_bytes(8 * numel)} moved",
+        lambda: target.copy_(source),
+        shapes={"x": [numel]},
+        dtype="float32",
+        bytes_moved=8 * numel,
+        is_copy=True,
+    )
+
+
+# the copy that tells a busy machine from a quiet one: larger than a CPU's caches
+PROBE_BYTES = 64 * 2**20
+
+
+def copy_probe(device: torch.device | str, *, nbytes: int = PROBE_BYTES) -> float:
+    """Median milliseconds of a copy moving ``nbytes`` (7 calls after 2 to warm up).
+
+    Timed before and after a suite (``benchmarks.run``): if the two disagree,
+    or both are far slower than the same probe in the recorded run of this
+    device, the machine was busy and its live numbers are not evidence.
+    """
+    device = torch.device(device)
+    case = copy_case(nbytes, device)
+    for _ in range(2):
+        case.fn()
+    synchronize(device)
+    return statistics.median(_time_once(case.fn, device) for _ in range(7))
+
+
+def _spread(times_ms: list[float]) -> float:
+    """Interquartile range over the median of ``times_ms`` (``Timing.spread``)."""
+    return Timing("", times_ms).spread
+
+
+def _check_counts(warmup: int, repeats: int) -> None:
+    if not isinstance(warmup, int) or not isinstance(repeats, int):
+        raise ValueError(
+            f"warmup and repeats must be integers, got {warmup!r}, {repeats!r}"
+        )
+    if warmup < 0 or repeats < 1:
+        raise ValueError(
+            f"need warmup >= 0 and repeats >= 1, got warmup={warmup}, repeats={repeats}"
+        )
+
+
+def measure(
+    cases: Sequence[Case],
+    *,
+    device: torch.device | str | None = None,
+    warmup: int = 3,
+    repeats: int = 20,
+    copy_baselines: bool = True,
+    max_seconds: float | None = None,
+    max_repeats: int = 1000,
+) -> list[Timing]:
+    """Time ``cases`` interleaved, each against a copy of its own bytes.
+
+    Every case (and, with ``copy_baselines``, one copy per distinct byte count,
+    listed after the cases) is called ``warmup`` times, then ``repeats``
+    rounds follow; each round calls every case once, in an order shuffled
+    afresh (seeded, so a run is repeatable), so no case always runs first or
+    right after the same neighbour: a heavy row that leaves the caches cold
+    or memory to be faulted back in does not always slow down the same row.
+
+    With ``max_seconds``, rounds go on after the first ``repeats`` while any
+    row is noisy (``Timing.noisy``), until every row is steady, the timed
+    rounds have taken ``max_seconds`` or ``max_repeats`` rounds have run: a
+    recorded run repeats as long as it needs to, within a time cap. A row
+    whose calls still disagree after ``2 * repeats`` samples (some calls pay
+    a page fault or a cache miss that others do not) starts again with
+    samples that each average ``BATCH_GROWTH`` times as many calls in a row
+    (``Timing.calls_per_sample``): the mean of a few calls varies less than
+    one call, as in ``timeit``.
+    """
+    _check_counts(warmup, repeats)
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds!r}")
+    cases = list(cases)
+    if not cases:
+        raise ValueError("measure needs at least one Case")
+    device = torch.device(device) if device is not None else default_device()
+    copies: dict[int, Case] = {}
+    if copy_baselines:
+        own = {case.bytes_moved for case in cases if case.is_copy}
+        for case in cases:
+            nbytes = case.bytes_moved
+            if nbytes is not None and nbytes not in own and nbytes not in copies:
+                copies[nbytes] = copy_case(nbytes, device)
+    everything = cases + list(copies.values())
+    for case in everything:
+        for _ in range(warmup):
+            case.fn()
+    synchronize(device)
+    times: list[list[float]] = [[] for _ in everything]
+    calls = [1] * len(everything)  # calls in a row that one sample averages
+    order = random.Random(0)
+    start = time.perf_counter()
+    rounds = 0
+    while rounds < repeats or (
+        max_seconds is not None
+        and rounds < max_repeats
+        and time.perf_counter() - start < max_seconds
+        and any(len(row) < repeats or _spread(row) > NOISY_SPREAD for row in times)
+    ):
+        for i in order.sample(range(len(everything)), len(everything)):
+            times[i].append(_time_once(everything[i].fn, device, calls[i]))
+        rounds += 1
+        if max_seconds is None:
+            continue
+        for i, row in enumerate(times):
+            if len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD:
+                calls[i] *= BATCH_GROWTH
+                row.clear()
+    timings = [
+        Timing(
+            case.name,
+            case_times,
+            shapes=dict(case.shapes),
+            dtype=case.dtype,
+            bytes_moved=case.bytes_moved,
+            is_copy=case.is_copy,
+            calls_per_sample=case_calls,
+        )
+        for case, case_times, case_calls in zip(everything, times, calls)
+    ]
+    # a copy among the cases is its own baseline (and that of rows of its size)
+    copy_median = {t.bytes_moved: t.median_ms for t in timings if t.is_copy}
+    for timing in timings:
+        if timing.bytes_moved in copy_median:
+            timing.copy_ms = copy_median[timing.bytes_moved]
+    return timings
+
+
+def within_noise(a: Timing, b: Timing) -> bool:
+    """Whether the interquartile ranges of ``a`` and ``b`` overlap.
+
+    Then half the calls of each fall inside the range of the other's middle
+    half, and the run cannot say which is faster: a page says "within noise"
+    and draws no ranking from them (chapter 10).
+    """
+    (a1, a3), (b1, b3) = a.quartiles_ms, b.quartiles_ms
+    return a1 <= b3 and b1 <= a3
+
+
+def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
+    """``a``'s median over ``b``'s for a sentence: ``'1.42 times'``, or
+    ``'1.08 times (within noise)'`` when their interquartile ranges overlap.
+
+    A page glues this instead of the bare ratio, so a sentence never ranks
+    two rows that the run cannot tell apart (chapter 10).
+    """
+    text = f"{a.ratio_to(b):.{digits}f} times"
+    return text + " (within noise)" if within_noise(a, b) else text
+
+
+def time_function(
+    fn: Callable[[], object],
+    *,
+    name: str,
+    device: torch.device | str | None = None,
+    warmup: int = 3,
+    repeats: int = 20,
+    dtype: torch.dtype | str | None = None,
+    shapes: dict | None = None,
+    bytes_moved: int | None = None,
+) -> Timing:
+    """Time one function alone: ``warmup`` untimed calls, then ``repeats`` timed ones."""
+    case = Case(
+        name,
+        fn,
+        shapes=dict(shapes or {}),
+        dtype=None if dtype is None else str(dtype).replace("torch.", ""),
+        bytes_moved=bytes_moved,
+    )
+    return measure(
+        [case], device=device, warmup=warmup, repeats=repeats, copy_baselines=False
+    )[0]
+
+
+# ---------------------------------------------------------------------------
+# the printed table
+# ---------------------------------------------------------------------------
+
+
+def _shape_text(shapes: dict) -> str:
+    parts = []
+    for key, value in shapes.items():
+        if isinstance(value, list | tuple):
+            value = "x".join(str(v) for v in value)
+        parts.append(f"{key} {value}")
+    return ", ".join(parts)
+
+
+def _ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def format_table(
+    timings: Sequence[Timing],
+    *,
+    environment: dict | None = None,
+    title: str = "",
+    reference: str | None = None,
+) -> str:
+    """A plain-text table that says what was timed, where, and how it compares.
+
+    The header names the device, threads, torch and (when the rows share them)
+    the dtype and shapes; otherwise each row shows its own. Columns: median and
+    interquartile range in ms, achieved GB/s, the fraction of the GPU's
+    data-sheet peak when known, and ``x copy`` (the ratio to a copy of the same
+    bytes from the same run). With ``reference`` (a row's name), ``x ref`` is
+    each row's median over that row's. Noisy rows carry ``*``.
+    """
+    timings = list(timings)
+    if not timings:
+        raise ValueError("format_table needs at least one Timing")
+    names = [t.name for t in timings]
+    if reference is not None and reference not in names:
+        raise ValueError(f"reference {reference!r} is not a row; rows: {names}")
+    ref = None if reference is None else timings[names.index(reference)]
+    env = environment or {}
+    header, show_dtype, show_shapes = _table_header(timings, env, title)
+    layout = _Columns.choose(timings, env.get("peak_gb_s"), ref)
+    rows = [layout.names]
+    for t in timings:
+        rows.append(layout.row(t))
+        extra = _own_settings(t, show_shapes, show_dtype)
+        if extra:
+            rows.append(["  " + "; ".join(extra)] + [""] * (len(layout.names) - 1))
+    return "\n".join([*header, *_aligned(rows), *layout.footer(timings)])
+
+
+def _table_header(
+    timings: list[Timing], env: dict, title: str
+) -> tuple[list[str], bool, bool]:
+    """The lines above the table, and whether rows must show their own dtype, shapes."""
+    header = [title] if title else []
+    if env:
+        where = f"{env.get('device_name', '?')} ({env.get('device', '?')}"
+        where += f", {env['threads']} threads)" if env.get("threads") else ")"
+        header.append(where)
+        when = str(env.get("date", ""))[:16].replace("T", " ")
+        header.append(f"torch {env.get('torch', '?')}, measured {when} UTC")
+    dtypes = {t.dtype for t in timings if not t.is_copy}
+    shapes = {_shape_text(t.shapes) for t in timings if not t.is_copy}
+    common = []
+    show_dtype = not (len(dtypes) == 1 and None not in dtypes)
+    if not show_dtype:
+        common.append(f"dtype {dtypes.pop()}")
+    show_shapes = len(shapes) > 1
+    if not show_shapes and shapes and (only := shapes.pop()):
+        common.append(only)
+    if common:
+        header.append("; ".join(common))
+    return header, show_dtype, show_shapes
+
+
+def _own_settings(t: Timing, show_shapes: bool, show_dtype: bool) -> list[str]:
+    """A row's shapes and dtype, printed under it when the rows do not share them."""
+    extra = []
+    if t.calls_per_sample > 1:
+        extra.append(f"each time the mean of {t.calls_per_sample} calls in a row")
+    if t.is_copy:
+        return extra
+    if show_shapes and t.shapes:
+        extra.insert(0, _shape_text(t.shapes))
+    if show_dtype and t.dtype:
+        extra.insert(1 if show_shapes and t.shapes else 0, t.dtype)
+    return extra
+
+
+@dataclass
+class _Columns:
+    """Which columns a table has, and each row's cells in them."""
+
+    names: list[str]
+    bandwidth: bool
+    peak: float | None
+    copy: bool
+    ref: Timing | None
+
+    @classmethod
+    def choose(cls, timings: list[Timing], peak, ref: Timing | None) -> _Columns:
+        names = ["what", "median ms", "IQR ms"]
+        bandwidth = any(t.bytes_moved is not None for t in timings)
+        if bandwidth:
+            names.append("GB/s")
+        if peak and bandwidth:
+            names.append("% peak")
+        else:
+            peak = None
+        copy = any(t.copy_ms is not None for t in timings)
+        if copy:
+            names.append("x copy")
+        if ref is not None:
+            names.append("x ref")
+        return cls(names, bandwidth, peak, copy, ref)
+
+    def row(self, t: Timing) -> list[str]:
+        q1, q3 = t.quartiles_ms
+        name = t.name + (" *" if t.noisy else "")
+        row = [name, _ms(t.median_ms), f"{_ms(q1)}-{_ms(q3)}"]
+        bandwidth = t.bandwidth_gb_s
+        if self.bandwidth:
+            row.append("" if bandwidth is None else f"{bandwidth:.1f}")
+        if self.peak:
+            row.append(
+                "" if bandwidth is None else f"{100 * bandwidth / self.peak:.0f}%"
+            )
+        if self.copy:
+            ratio = t.ratio_to_copy
+            row.append("" if ratio is None else f"{ratio:.2f}")
+        if self.ref is not None:
+            row.append(f"{t.ratio_to(self.ref):.2f}")
+        return row
+
+    def footer(self, timings: list[Timing]) -> list[str]:
+        footer = []
+        if self.copy:
+            footer.append(
+                "x copy: median over that of a copy moving the same bytes in this run"
+            )
+        if self.ref is not None:
+            footer.append(f"x ref: median over that of {self.ref.name!r}")
+        if any(t.noisy for t in timings):
+            footer.append(
+                f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too "
+                "noisy to trust, run again"
+            )
+        return footer
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """Rows as text columns (names left, numbers right), a rule under the first.
+
+    A row whose second cell is empty is a row's own settings, printed as is.
+    """
+    widths = [
+        max(len(row[i]) for row in rows if not (i == 0 and row[1] == ""))
+        for i in range(len(rows[0]))
+    ]
+    lines = []
+    for row in rows:
+        if row[1] == "" and row is not rows[0]:
+            lines.append(row[0])  # a row's own shapes, under it
+            continue
+        cells = [row[0].ljust(widths[0])]
+        cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells).rstrip())
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# what a function writes, counted op by op
+# ---------------------------------------------------------------------------
+
+
+def tensors_written(fn: Callable[[], object]) -> list[tuple[str, int]]:
+    """Run ``fn()`` eagerly and list ``(op, bytes)`` for every tensor an op writes.
+
+    Each ATen operator that produces a tensor is seen through a
+    ``TorchDispatchMode``; views (outputs sharing an input's storage, such as
+    slices and transposes) write nothing and are left out, in-place operators
+    count the bytes they overwrite. The count depends only on the code and the
+    shapes, not on the machine: it says how many full-size intermediates an
+    implementation materialises (chapter 10).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    written: list[tuple[str, int]] = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = {
+                t.untyped_storage().data_ptr()
+                for t in tree_flatten((args, kwargs or {}))[0]
+                if isinstance(t, torch.Tensor)
+            }
+            in_place = func._schema.name.endswith("_") or any(
+                a.alias_info is not None and a.alias_info.is_write
+                for a in func._schema.arguments
+            )
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor):
+                    continue
+                if t.untyped_storage().data_ptr() in inputs and not in_place:
+                    continue  # a view: nothing written
+                written.append((func.__name__, t.numel() * t.element_size()))
+            return out
+
+    with Recorder():
+        fn()
+    return written

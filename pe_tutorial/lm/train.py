@@ -1,0 +1,332 @@
+"""Training and evaluation for chapter 9: seeded, device-aware, measured in bits per byte.
+
+Bits per byte is the mean next-byte cross-entropy in nats divided by ``ln 2``:
+a model that spreads its probability evenly over the 256 byte values scores
+exactly 8, and every bit below that is structure the model has learned.
+
+``length_bits_per_byte`` evaluates one model at several sequence lengths on
+the *same* validation bytes: each length cuts the same segments (or stream)
+into windows of its own size, so every length predicts exactly the same
+targets and only the context the model sees differs; it also gives the loss at
+each position of the window (``position_bits_per_byte`` alone). A model that cannot read a length (a learned
+table past its end) gets ``None`` and the reason, not a crash.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from .._validation import require_positive_float, require_positive_int
+from ..devices import DEVICE_CHOICES, resolve_device  # noqa: F401  (re-exported)
+from .data import IGNORE_INDEX
+
+__all__ = [
+    "TrainConfig",
+    "resolve_device",
+    "train",
+    "bits_per_byte",
+    "position_bits_per_byte",
+    "length_bits_per_byte",
+    "lookback_accuracy",
+    "passkey_accuracy",
+    "length_error",
+]
+
+Batches = Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How long and how fast to train; checked when made.
+
+    The learning rate warms up linearly for ``warmup_steps`` and then follows a
+    cosine down to a tenth of its peak. ``seed`` fixes the initial weights and
+    the order of the batches.
+    """
+
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int = 64
+    learning_rate: float = 3e-3
+    warmup_steps: int = 30
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "seq_len"):
+            require_positive_int(getattr(self, name), name)
+        require_positive_float(self.learning_rate, "learning_rate")
+        require_positive_float(self.grad_clip, "grad_clip")
+        if self.warmup_steps < 0 or self.weight_decay < 0:
+            raise ValueError("warmup_steps and weight_decay must not be negative")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _learning_rate(config: TrainConfig, step: int) -> float:
+    if step < config.warmup_steps:
+        return config.learning_rate * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    # cosine from 1 to 0.1 of the peak
+    return config.learning_rate * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
+
+
+def _loss(
+    model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
+    logits = model(inputs)  # (B, T, V)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
+    )
+
+
+def train(
+    model: nn.Module,
+    batches: Batches,
+    config: TrainConfig,
+    *,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    description: str = "training",
+) -> list[float]:
+    """Train ``model`` in place with AdamW; return the loss (nats) of every step.
+
+    ``batches(generator)`` returns ``(inputs, targets)`` on the CPU; the
+    generator is seeded from ``config.seed``, so a run is repeatable. A tqdm
+    bar on stderr shows the progress unless ``progress=False``.
+    """
+    device = torch.device(device)
+    model.to(device).train()
+    optimiser = torch.optim.AdamW(
+        model.parameters(),
+        lr=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(0.9, 0.95),
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    losses: list[float] = []
+    bar = tqdm(
+        range(config.steps),
+        desc=description,
+        disable=not progress,
+        file=sys.stderr,
+        leave=False,
+        mininterval=1.0,
+    )
+    for step in bar:
+        for group in optimiser.param_groups:
+            group["lr"] = _learning_rate(config, step)
+        inputs, targets = batches(generator)
+        loss = _loss(model, inputs.to(device), targets.to(device))
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimiser.step()
+        losses.append(loss.item())
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    model.eval()
+    return losses
+
+
+def _windows(
+    data: torch.Tensor, seq_len: int, num_targets: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-byte targets, ``(W, seq_len)``, cut from a stream or from segments."""
+    require_positive_int(seq_len, "seq_len")
+    if (
+        data.dim() == 2
+    ):  # segments: each row is a stream of its own (evaluation_segments)
+        span = data.shape[1] - 1
+        if span <= 0 or span % seq_len or num_targets is not None:
+            raise ValueError(
+                f"segments of {span} + 1 bytes must split into windows of {seq_len} "
+                "(a multiple), and take no num_targets"
+            )
+        return (
+            data[:, :-1].long().reshape(-1, seq_len),
+            data[:, 1:].long().reshape(-1, seq_len),
+        )
+    if data.dim() != 1:
+        raise ValueError(
+            f"data must be a byte stream (N,) or segments (K, S + 1), got {data.dim()}-D"
+        )
+    available = (data.numel() - 1) // seq_len * seq_len
+    n = available if num_targets is None else num_targets
+    if n <= 0 or n % seq_len or n > available:
+        raise ValueError(
+            f"num_targets={n} must be a positive multiple of seq_len={seq_len} and at "
+            f"most {available} (the bytes available)"
+        )
+    return data[:n].long().view(-1, seq_len), data[1 : n + 1].long().view(-1, seq_len)
+
+
+@torch.no_grad()
+def _token_losses(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    batch_size: int,
+    device: torch.device | str,
+) -> torch.Tensor:
+    """Cross-entropy in nats of every target, ``(W, T)`` float64 on the CPU."""
+    device = torch.device(device)
+    model.to(device).eval()
+    losses = []
+    for start in range(0, inputs.shape[0], batch_size):
+        x = inputs[start : start + batch_size].to(device)
+        y = targets[start : start + batch_size].to(device)
+        logits = model(x).float()
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none")
+        losses.append(loss.view(y.shape).double().cpu())
+    return torch.cat(losses)
+
+
+def bits_per_byte(
+    model: nn.Module,
+    data: torch.Tensor,
+    seq_len: int,
+    *,
+    num_targets: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Mean cross-entropy / ln 2 of predicting each byte from the ``seq_len`` windows before it.
+
+    ``data`` is a stream ``(N,)``: window ``w`` reads ``data[w T : (w + 1) T]``
+    and predicts the bytes one further on, for ``num_targets`` targets (default:
+    as many whole windows as fit; a multiple of ``seq_len``). Or it is segments
+    ``(K, S + 1)`` (``data.evaluation_segments``), each cut the same way, with
+    ``S`` a multiple of ``seq_len``.
+    """
+    inputs, targets = _windows(data, seq_len, num_targets)
+    losses = _token_losses(model, inputs, targets, batch_size, device)
+    return losses.mean().item() / math.log(2)
+
+
+def position_bits_per_byte(
+    model: nn.Module,
+    data: torch.Tensor,
+    seq_len: int,
+    *,
+    num_targets: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """Bits per byte at each position ``0 .. seq_len - 1`` of the window, ``(seq_len,)``.
+
+    The windows are those of ``bits_per_byte``; position ``t`` averages the
+    targets predicted with ``t + 1`` bytes of context. Its mean is
+    ``bits_per_byte``. Plotted over a window longer than the training length it
+    shows *where* an encoding breaks (loss by position).
+    """
+    inputs, targets = _windows(data, seq_len, num_targets)
+    losses = _token_losses(model, inputs, targets, batch_size, device)
+    return losses.mean(0) / math.log(2)
+
+
+def length_error(model: nn.Module, length: int) -> str | None:
+    """Why ``model`` cannot read ``length`` tokens (its ``check_length`` error), or None.
+
+    A model without ``check_length`` (a plain ``nn.Module``) is taken to read
+    any length: nothing is checked in advance, and an error it raises while
+    reading a length propagates, so nothing is skipped or scored wrongly.
+    """
+    check = getattr(model, "check_length", None)
+    try:
+        if check is not None:
+            check(length)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def length_bits_per_byte(
+    model: nn.Module,
+    data: torch.Tensor,
+    lengths: Iterable[int],
+    *,
+    num_targets: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> dict[int, dict]:
+    """Bits per byte at each length on the same validation targets.
+
+    ``data`` is segments ``(K, S + 1)`` whose ``S`` every length divides, or a
+    stream ``(N,)`` of which the first ``num_targets`` targets are read (default:
+    the most that the longest length fits). Returns ``{length: {"bpb": float |
+    None, "by_position": (length,) tensor | None, "note": str | None}}``; a
+    length the model rejects (its ``check_length`` raises ``ValueError``) gets
+    ``None`` and the error as the note.
+    """
+    lengths = list(lengths)  # read twice: a generator would be spent after one length
+    if data.dim() == 1 and num_targets is None:
+        longest = max(lengths)
+        num_targets = (data.numel() - 1) // longest * longest
+    results = {}
+    for length in lengths:
+        note = length_error(model, length)
+        if note is not None:
+            results[length] = {"bpb": None, "by_position": None, "note": note}
+            continue
+        inputs, targets = _windows(data, length, num_targets)
+        losses = _token_losses(
+            model,
+            inputs,
+            targets,
+            max(1, batch_size * min(lengths) // length),
+            device,
+        )
+        results[length] = {
+            "bpb": losses.mean().item() / math.log(2),
+            "by_position": losses.mean(0) / math.log(2),
+            "note": None,
+        }
+    return results
+
+
+@torch.no_grad()
+def _predictions(
+    model: nn.Module, batches: Batches, seed: int, device: torch.device | str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The model's argmax on one seeded batch: predictions, targets, and which are scored."""
+    device = torch.device(device)
+    model.to(device).eval()
+    inputs, targets = batches(torch.Generator().manual_seed(seed))
+    predictions = model(inputs.to(device)).argmax(-1).cpu()
+    return predictions, targets, targets != IGNORE_INDEX
+
+
+def lookback_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    *,
+    seed: int = 1234,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Fraction of the scored targets (not ``IGNORE_INDEX``) the model gets right."""
+    predictions, targets, scored = _predictions(model, batches, seed, device)
+    return (predictions[scored] == targets[scored]).float().mean().item()
+
+
+def passkey_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    *,
+    seed: int = 1234,
+    device: torch.device | str = "cpu",
+) -> float:
+    """Fraction of rows whose every scored target is right (the whole key recalled)."""
+    predictions, targets, scored = _predictions(model, batches, seed, device)
+    right = (predictions == targets) | ~scored
+    return right.all(dim=1).float().mean().item()

@@ -1,0 +1,6 @@
+"""What the book's pages need beside the package's results.
+
+- ``plots``        the figure helpers the chapters share, and the book's style
+- ``interactive``  the interactive figures (Altair, Vega served by the book)
+- ``glue``         MyST-NB's ``glue`` when it is there, a plain print when not (Colab)
+"""

@@ -1,0 +1,680 @@
+"""Interactive figures: Vega-Lite charts whose sliders run in the reader's browser.
+
+A figure is an Altair chart (Vega-Lite underneath): its data come from the
+package's own functions, and the short formulas that a slider drives are
+Vega expressions evaluated in the browser, so the slider is continuous and
+needs no Python kernel. ``figure_html`` wraps a chart in a ``<div>`` and a
+loader for Vega, Vega-Lite and vega-embed (versions in ``VENDORED``). In the
+built book the loader takes them from the site's own ``vega/`` folder
+(vendored in ``_vendor/vega/`` from npm; ``_static/pe-vega.js`` gives its
+address), so a page makes no request off the site; in a notebook (Jupyter,
+Colab) it takes them from the CDN, and where they do not load the figure says
+so in words. The libraries' JavaScript is loaded once per page and never
+stored in a notebook's outputs (``tools/check_pages.py`` checks the book's
+pages, ``tools/check_notebook_figures.py`` the notebooks' outputs as Colab,
+JupyterLab and the classic Notebook show them).
+
+Each expression is kept to arithmetic, array indexing, ``min``, ``sin`` and
+``cos``, the part of Vega's expression language that reads the same in
+Python, so ``evaluate`` can run the very string the browser runs, and the
+tests compare it with the package's functions (``tests/test_interactive.py``).
+
+The figures (``sinusoidal_clock_figure`` for chapter 4, ``rope_pair_figure``
+and ``rope_wavelength_figure`` for chapter 6, ``alibi_figure`` for chapter 7,
+``t5_bucket_figure`` for chapter 8, ``scaling_figure`` for chapter 9)
+sit beside the still matplotlib figures the chapters keep for print and for
+readers without JavaScript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+
+from .._validation import require_positive_int
+from ..encodings.absolute import sinusoidal_frequencies
+from ..encodings.alibi import alibi_slopes
+from ..encodings.rope_core import rope_frequencies
+from ..encodings.rope_scaling import scaled_rope_frequencies
+
+__all__ = [
+    "VENDORED",
+    "figure_html",
+    "show",
+    "evaluate",
+    "alibi_figure",
+    "sinusoidal_clock_figure",
+    "rope_pair_figure",
+    "rope_wavelength_figure",
+    "t5_bucket_figure",
+    "scaling_figure",
+]
+
+# the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
+VENDORED = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
+CDN = "https://cdn.jsdelivr.net/npm"
+# every figure's text sizes in px, set by figure_html (a chart's own config wins)
+READABLE_TEXT = {
+    "axis": {"labelFontSize": 12, "titleFontSize": 13},
+    "legend": {"labelFontSize": 12, "titleFontSize": 12},
+    "title": {"fontSize": 14},
+}
+
+_LOADER = """<div id="{id}" class="pe-interactive"></div>
+<script>
+(function () {{
+  var spec = {spec};
+  var libs = {libs};
+  var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
+  function load() {{
+    // the book's pages name its own copy (_static/pe-vega.js); a notebook takes the CDN
+    var base = window.peVegaBase;
+    // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
+    var define = window.define;
+    window.define = undefined;
+    return new Promise(function (resolve, reject) {{
+      function next(i) {{
+        if (i === libs.length) {{
+          window.define = define;
+          return resolve();
+        }}
+        var lib = libs[i][0];
+        if (window[names[lib]]) return next(i + 1);
+        var script = document.createElement("script");
+        script.src = base
+          ? base + lib + ".min.js"
+          : "{cdn}/" + lib + "@" + libs[i][1] + "/build/" + lib + ".min.js";
+        // a server that answers a missing file with a page loads without the library
+        script.onload = function () {{
+          window[names[lib]] ? next(i + 1) : script.onerror();
+        }};
+        script.onerror = function () {{
+          window.define = define;
+          reject(script.src);
+        }};
+        document.head.appendChild(script);
+      }}
+      next(0);
+    }});
+  }}
+  function draw() {{
+    // the libraries are loaded once per page, however many figures it has
+    window.peVegaReady = window.peVegaReady || load();
+    window.peVegaReady.then(
+      function () {{
+        vegaEmbed("#{id}", spec, {{"actions": false}});
+      }},
+      function (src) {{
+        document.getElementById("{id}").textContent =
+          "This interactive figure needs Vega, which did not load from " + src +
+          "; the still figures beside it show the same ideas.";
+      }}
+    );
+  }}
+  // in the book, wait for the page's own scripts (pe-vega.js among them)
+  if (document.readyState === "loading") {{
+    document.addEventListener("DOMContentLoaded", draw);
+  }} else {{
+    draw();
+  }}
+}})();
+</script>"""
+
+
+def figure_html(chart, *, name: str) -> str:
+    """The chart as HTML for a notebook's output: a ``<div>`` and its loader.
+
+    ``chart`` is an Altair chart or a Vega-Lite spec (a dict). ``name`` makes
+    the ``<div>``'s id (with a hash of the spec, so the same figure gives the
+    same output on every run, as the execution cache wants).
+    """
+    spec = dict(chart if isinstance(chart, Mapping) else chart.to_dict())
+    # text as large as the page's figures (Vega's defaults are 10 and 11 px)
+    spec["config"] = {**READABLE_TEXT, **spec.get("config", {})}
+    text = json.dumps(spec, sort_keys=True)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+    return _LOADER.format(
+        id=f"pe-vis-{name}-{digest}",
+        spec=text,
+        libs=json.dumps(list(VENDORED.items())),
+        cdn=CDN,
+    )
+
+
+def show(chart, *, name: str) -> None:
+    """Display the chart in a notebook (the book, Jupyter, Colab): ``figure_html``."""
+    from IPython.display import HTML, display
+
+    display(HTML(figure_html(chart, name=name)))
+
+
+_FUNCTIONS = {
+    "min": min,
+    "max": max,
+    "sin": math.sin,
+    "cos": math.cos,
+    "pow": pow,
+    "PI": math.pi,
+    "abs": abs,
+    "floor": math.floor,
+    "log": math.log,
+}
+
+
+class _Datum:
+    def __init__(self, fields: Mapping[str, float]):
+        self.__dict__.update(fields)
+
+
+def evaluate(expression: str, datum: Mapping[str, float], **params: float) -> float:
+    """Run a figure's Vega expression in Python, on one datum with the sliders at ``params``.
+
+    Only for the subset the figures use (arithmetic, comparisons, ``[...]``
+    indexing, ``min``, ``max``, ``abs``, ``floor``, ``log``, ``sin``, ``cos``,
+    ``pow``, ``PI``,
+    ``datum.<field>``, parameter names),
+    which means the same in Vega and in Python; it is how the tests hold the
+    browser's numbers against the package's.
+    """
+    scope = {"__builtins__": {}, **_FUNCTIONS, "datum": _Datum(datum), **params}
+    return float(eval(expression, scope))  # noqa: S307  (the package's own strings)
+
+
+def _number_list(values) -> str:
+    """A Vega (and Python) array literal of floats, exact to float32's digits."""
+    return "[" + ",".join(f"{float(v):.9g}" for v in values) + "]"
+
+
+# ---------------------------------------------------------------------------
+# chapter 7: the ALiBi bias of every head, for any number of heads
+# ---------------------------------------------------------------------------
+
+
+def alibi_expressions(max_heads: int) -> dict[str, str]:
+    """``slope``: the slope of the head the sliders chose, looked up in the package's
+    slopes for 1 .. ``max_heads`` heads (``alibi_slopes``); ``bias``: ``-m (i - j)``."""
+    table = _number_list_of_lists(alibi_slopes(n) for n in range(1, max_heads + 1))
+    return {
+        "slope": f"{table}[heads - 1][min(head, heads) - 1]",
+        "bias": "-datum.slope * (datum.i - datum.j)",
+    }
+
+
+def _number_list_of_lists(rows) -> str:
+    return "[" + ",".join(_number_list(row) for row in rows) + "]"
+
+
+def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
+    """The causal ALiBi bias of one head, with sliders for the number of heads and the head.
+
+    Drag *heads* through numbers that are not powers of two to see Press et
+    al.'s interleaved slopes; drag *head* to go from the steepest (most local)
+    head to the flattest. Cells above the diagonal are masked.
+    """
+    import altair as alt
+
+    require_positive_int(max_heads, "max_heads")
+    require_positive_int(seq_len, "seq_len")
+    cells = [{"i": i, "j": j} for i in range(seq_len) for j in range(i + 1)]
+    expressions = alibi_expressions(max_heads)
+    heads = alt.param(
+        name="heads",
+        value=8,
+        bind=alt.binding_range(min=1, max=max_heads, step=1, name="heads "),
+    )
+    head = alt.param(
+        name="head",
+        value=1,
+        bind=alt.binding_range(
+            min=1, max=max_heads, step=1, name="head (1 = steepest) "
+        ),
+    )
+    return (
+        alt.Chart(alt.Data(values=cells))
+        .mark_rect()
+        .encode(
+            x=alt.X("j:O", title="key position j"),
+            y=alt.Y("i:O", title="query position i"),
+            color=alt.Color(
+                "bias:Q",
+                scale=alt.Scale(scheme="viridis", domainMax=0),
+                title="bias",
+            ),
+            tooltip=["i:O", "j:O", alt.Tooltip("bias:Q", format=".4f"), "slope:Q"],
+        )
+        .transform_calculate(slope=expressions["slope"])
+        .transform_calculate(bias=expressions["bias"])
+        .add_params(heads, head)
+        .properties(
+            width=320,
+            height=320,
+            title="ALiBi bias of one head (drag heads and head)",
+        )
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 4: the sinusoidal table as clocks, and its dot product
+# ---------------------------------------------------------------------------
+
+
+def sinusoidal_expressions(dim: int, base: float = 10000.0) -> dict[str, str]:
+    """Vega expressions for the figure: the hand of pair ``datum.pair`` at position
+    ``p`` (``sin``, ``cos`` of ``p omega_i``) and ``PE[p] . PE[datum.q]``."""
+    omega = _number_list(sinusoidal_frequencies(dim, base=base))
+    dot = " + ".join(
+        f"sin(p * {omega}[{i}]) * sin(datum.q * {omega}[{i}])"
+        f" + cos(p * {omega}[{i}]) * cos(datum.q * {omega}[{i}])"
+        for i in range(dim // 2)
+    )
+    return {
+        "x": f"sin(p * {omega}[datum.pair])",
+        "y": f"cos(p * {omega}[datum.pair])",
+        "dot": dot,
+    }
+
+
+def sinusoidal_clock_figure(*, dim: int = 16, max_position: int = 128):
+    """Each pair of the sinusoidal code as a clock hand at position ``p``, and the
+    dot product of ``PE[p]`` with every ``PE[q]``.
+
+    Drag *position*: the fast pairs (left) spin, the slow ones barely move,
+    and the dot-product curve slides along without changing shape, because
+    ``PE[p] . PE[q]`` depends on ``q - p`` only.
+    """
+    import altair as alt
+
+    require_positive_int(dim, "dim")
+    require_positive_int(max_position, "max_position")
+    expressions = sinusoidal_expressions(dim)
+    p = alt.param(
+        name="p",
+        value=10,
+        bind=alt.binding_range(min=0, max=max_position, step=1, name="position p "),
+    )
+    # clock i centred at (2.5 i, 0); its hand points at (sin, cos) of p omega_i
+    pairs = [{"pair": i, "cx": 2.5 * i, "cy": 0.0} for i in range(dim // 2)]
+    x_scale = alt.Scale(domain=[-1.2, 2.5 * (dim // 2 - 1) + 1.2])
+    y_scale = alt.Scale(domain=[-1.2, 1.2])
+    unit = 620 / (2.5 * (dim // 2 - 1) + 2.4)  # pixels per unit of either axis
+    base = alt.Chart(alt.Data(values=pairs)).properties(width=620, height=2.4 * unit)
+    # a point's size is its area in square pixels: a rim of radius 1
+    rims = base.mark_point(
+        size=math.pi * unit**2, color="lightgray", filled=False
+    ).encode(
+        x=alt.X("cx:Q", scale=x_scale, axis=None),
+        y=alt.Y("cy:Q", scale=y_scale, axis=None),
+    )
+    hands = (
+        base.transform_calculate(
+            x=f"datum.cx + {expressions['x']}", y=f"datum.cy + {expressions['y']}"
+        )
+        .mark_rule(strokeWidth=3)
+        .encode(
+            x=alt.X("cx:Q", scale=x_scale, axis=None),
+            y=alt.Y("cy:Q", scale=y_scale, axis=None),
+            x2="x:Q",
+            y2="y:Q",
+            tooltip=["pair:O"],
+        )
+    )
+    clocks = (
+        alt.layer(rims, hands)
+        .add_params(p)
+        .properties(
+            title="pairs 0 (fast, left) to " + str(dim // 2 - 1) + " (slow, right)"
+        )
+    )
+    positions = [{"q": q} for q in range(max_position + 1)]
+    curve = (
+        alt.Chart(alt.Data(values=positions))
+        .transform_calculate(dot=expressions["dot"])
+        .mark_line()
+        .encode(
+            x=alt.X("q:Q", title="position q"),
+            y=alt.Y(
+                "dot:Q",
+                title="PE[p] . PE[q]",
+                scale=alt.Scale(domain=[-dim / 4, dim / 2]),
+            ),
+        )
+        .properties(width=620, height=200)
+    )
+    return alt.vconcat(clocks, curve).properties(
+        title="The sinusoidal code as clocks (drag position p)"
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 6: one RoPE pair of q and k, and their score
+# ---------------------------------------------------------------------------
+
+# the query's and the key's pair before rotation (any two vectors would do)
+ROPE_PAIR_Q = (1.0, 0.35)
+ROPE_PAIR_K = (0.55, -0.8)
+
+
+def rope_pair_expressions(head_dim: int, base: float = 10000.0) -> dict[str, str]:
+    """Vega expressions: ``datum``'s pair (``datum.a``, ``datum.b``) turned by its
+    position times ``theta`` of the chosen ``pair`` (``x``, ``y``), and the score
+    of the turned q and k pairs (``score``), from the package's ``rope_frequencies``."""
+    theta = f"{_number_list(rope_frequencies(head_dim, base=base))}[pair]"
+
+    def turned(a, b, position):
+        return (
+            f"{a} * cos({position} * {theta}) - {b} * sin({position} * {theta})",
+            f"{a} * sin({position} * {theta}) + {b} * cos({position} * {theta})",
+        )
+
+    (qa, qb), (ka, kb) = ROPE_PAIR_Q, ROPE_PAIR_K
+    qx, qy = turned(qa, qb, "m")
+    kx, ky = turned(ka, kb, "n")
+    x, y = turned("datum.a", "datum.b", "datum.position")
+    return {"x": x, "y": y, "score": f"({qx}) * ({kx}) + ({qy}) * ({ky})"}
+
+
+def rope_pair_figure(*, head_dim: int = 16, max_position: int = 64):
+    """One RoPE pair: q at position m and k at position n, turned, and their score.
+
+    Drag *m* and *n* by the same amount: both arrows turn, and the score, their
+    dot product, stays put, since it depends on ``n - m`` only. Drag *pair* to
+    a slower frequency and the same offset turns them less.
+    """
+    import altair as alt
+
+    require_positive_int(head_dim, "head_dim")
+    require_positive_int(max_position, "max_position")
+    expressions = rope_pair_expressions(head_dim)
+    sliders = [
+        alt.param(
+            name=name,
+            value=value,
+            bind=alt.binding_range(min=0, max=top, step=1, name=label),
+        )
+        for name, value, top, label in (
+            ("m", 3, max_position, "query position m "),
+            ("n", 5, max_position, "key position n "),
+            ("pair", 0, head_dim // 2 - 1, "pair i "),
+        )
+    ]
+    (qa, qb), (ka, kb) = ROPE_PAIR_Q, ROPE_PAIR_K
+    vectors = [
+        {"vector": "q at m", "a": qa, "b": qb, "x0": 0, "y0": 0},
+        {"vector": "k at n", "a": ka, "b": kb, "x0": 0, "y0": 0},
+    ]
+    scale = alt.Scale(domain=[-1.2, 1.2])
+    arrows = (
+        alt.Chart(alt.Data(values=vectors))
+        .transform_calculate(position="datum.vector == 'q at m' ? m : n")
+        .transform_calculate(x=expressions["x"], y=expressions["y"])
+        .mark_rule(strokeWidth=4)
+        .encode(
+            x=alt.X("x0:Q", scale=scale, title="first channel of the pair"),
+            y=alt.Y("y0:Q", scale=scale, title="second channel of the pair"),
+            x2="x:Q",
+            y2="y:Q",
+            color=alt.Color("vector:N", title=None),
+        )
+    )
+    score = (
+        alt.Chart(alt.Data(values=[{"x0": -1.1, "y0": 1.1}]))
+        .transform_calculate(score=expressions["score"])
+        .transform_calculate(
+            label="'q . k = ' + format(datum.score, '.4f') + '   (n - m = ' + (n - m) + ')'"
+        )
+        .mark_text(align="left", fontSize=14)
+        .encode(
+            x=alt.X("x0:Q", scale=scale), y=alt.Y("y0:Q", scale=scale), text="label:N"
+        )
+    )
+    return (
+        alt.layer(arrows, score)
+        .add_params(*sliders)
+        .properties(
+            width=360,
+            height=360,
+            title="One RoPE pair (drag m and n together: the score stays)",
+        )
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 6: which pairs turn a full circle within the training length
+# ---------------------------------------------------------------------------
+
+
+def rope_wavelength_expressions() -> dict[str, str]:
+    """``wavelength``: ``2 pi / theta_i`` of ``datum.theta``; ``length``: the training
+    length ``2 ** log_length``; ``turns``: how many full turns pair i makes in it."""
+    return {
+        "wavelength": "2 * PI / datum.theta",
+        "length": "pow(2, log_length)",
+        "turns": "pow(2, log_length) / (2 * PI / datum.theta)",
+        "completes": "2 * PI / datum.theta <= pow(2, log_length)",
+    }
+
+
+def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
+    """The wavelength of each RoPE pair against a training length you choose.
+
+    Drag *log2 training length*: pairs whose wavelength fits in it (filled)
+    have turned through every angle in training; the others (hollow) have
+    only ever shown part of their circle, and a longer context shows them
+    angles they never saw (chapter 9).
+    """
+    import altair as alt
+
+    require_positive_int(head_dim, "head_dim")
+    expressions = rope_wavelength_expressions()
+    thetas = rope_frequencies(head_dim, base=base)
+    pairs = [{"pair": i, "theta": float(t)} for i, t in enumerate(thetas)]
+    log_length = alt.param(
+        name="log_length",
+        value=11,
+        bind=alt.binding_range(min=4, max=17, step=0.5, name="log2 training length "),
+    )
+    y = alt.Y("wavelength:Q", scale=alt.Scale(type="log"), title="wavelength (tokens)")
+    points = (
+        alt.Chart(alt.Data(values=pairs))
+        .transform_calculate(
+            wavelength=expressions["wavelength"],
+            turns=expressions["turns"],
+            completes=expressions["completes"],
+        )
+        .mark_point(filled=True, size=40)
+        .encode(
+            x=alt.X("pair:Q", title="pair i"),
+            y=y,
+            color=alt.Color(
+                "completes:N",
+                title="a full turn within L",
+                scale=alt.Scale(domain=[True, False], range=["#1f77b4", "#d62728"]),
+                # below the plot, so the figure fits the text column
+                legend=alt.Legend(orient="bottom"),
+            ),
+            tooltip=[
+                "pair:Q",
+                alt.Tooltip("wavelength:Q", format=",.1f"),
+                alt.Tooltip("turns:Q", format=",.2f"),
+            ],
+        )
+    )
+    line = (
+        alt.Chart(alt.Data(values=[{}]))
+        .transform_calculate(wavelength=expressions["length"])
+        .mark_rule(strokeDash=[6, 4], color="gray")
+        .encode(y=y)
+    )
+    return (
+        alt.layer(points, line)
+        .add_params(log_length)
+        .properties(
+            width=520,
+            height=300,
+            title=f"RoPE wavelengths, D = {head_dim}, base {base:g} (drag the length)",
+        )
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 8: T5's buckets
+# ---------------------------------------------------------------------------
+
+
+def t5_bucket_expressions() -> dict[str, str]:
+    """T5's bucket of ``datum.r`` (key - query) for the sliders ``num_buckets``,
+    ``max_distance`` and ``bidirectional`` (a checkbox: true or false, read as 1
+    or 0 in arithmetic), as ``t5_relative_position_bucket``.
+
+    Written without a conditional (a boolean times a number), so that Vega and
+    Python read it alike: ``per`` buckets a direction, ``E = per / 2`` exact.
+    """
+    per = "floor(num_buckets / (1 + bidirectional))"
+    exact = f"floor({per} / 2)"
+    n = "(bidirectional * abs(datum.r) + (1 - bidirectional) * max(-datum.r, 0))"
+    large = (
+        f"min({exact} + floor(log(max({n}, {exact}) / {exact}) "
+        f"/ log(max_distance / {exact}) * ({per} - {exact})), {per} - 1)"
+    )
+    offset = f"bidirectional * (datum.r > 0) * {per}"
+    return {"bucket": f"{offset} + ({n} < {exact}) * {n} + ({n} >= {exact}) * {large}"}
+
+
+def t5_bucket_figure(*, max_offset: int = 160):
+    """T5's bucket for every key - query offset, with sliders for its settings.
+
+    Drag *num_buckets* and *max_distance*, and tick *bidirectional*: the
+    exact buckets near 0 stay one offset wide, the log buckets widen, and
+    every offset past ``max_distance`` falls into the last bucket.
+    """
+    import altair as alt
+
+    require_positive_int(max_offset, "max_offset")
+    offsets = [{"r": r} for r in range(-max_offset, max_offset + 1)]
+    params = [
+        alt.param(
+            name="num_buckets",
+            value=32,
+            bind=alt.binding_range(min=8, max=64, step=8, name="num_buckets "),
+        ),
+        alt.param(
+            name="max_distance",
+            value=128,
+            bind=alt.binding_range(min=64, max=512, step=32, name="max_distance "),
+        ),
+        alt.param(
+            name="bidirectional",
+            value=True,
+            bind=alt.binding_checkbox(name="bidirectional "),
+        ),
+    ]
+    return (
+        alt.Chart(alt.Data(values=offsets))
+        .transform_calculate(bucket=t5_bucket_expressions()["bucket"])
+        .mark_line(interpolate="step-after")
+        .encode(
+            x=alt.X(
+                "r:Q",
+                title="relative position r = key - query",
+                scale=alt.Scale(domain=[-max_offset, max_offset]),
+            ),
+            y=alt.Y("bucket:Q", title="bucket"),
+            tooltip=["r:Q", "bucket:Q"],
+        )
+        .add_params(*params)
+        .properties(width=560, height=300, title="T5's buckets (drag the settings)")
+    )
+
+
+# ---------------------------------------------------------------------------
+# chapter 9: what each context-extension method does to each pair
+# ---------------------------------------------------------------------------
+
+SCALING_FIGURE_METHODS = ("linear", "ntk", "yarn", "llama3")
+
+
+def scaling_keep(head_dim: int, method: str, *, original: int, base: float = 10000.0):
+    """Per pair, the share ``k_i`` of its frequency that ``method`` keeps, read from
+    the package: YaRN and Llama 3 give ``theta_i (k_i + (1 - k_i) / s)`` for every
+    factor ``s``, with ``k_i`` fixed by ``D``, the base and ``L`` (1: kept, 0: divided
+    by ``s``), so ``k_i`` is read off ``scaled_rope_frequencies`` at ``s = 2``."""
+    plain = rope_frequencies(head_dim, base=base).double()
+    scaled, _ = scaled_rope_frequencies(
+        head_dim, method, factor=2.0, base=base, original_max_positions=original
+    )
+    return ((scaled.double() / plain - 0.5) * 2).clamp(0, 1).tolist()
+
+
+def scaling_expressions(head_dim: int) -> dict[str, str]:
+    """``theta_i' / theta_i`` per method for the slider ``s`` (the factor):
+    ``linear`` ``1 / s``; ``ntk`` ``s ** (-2i / (D - 2))`` (the base times
+    ``s ** (D / (D - 2))``); ``yarn`` and ``llama3`` ``k_i + (1 - k_i) / s``."""
+    return {
+        "linear": "1 / s",
+        "ntk": f"pow(s, -2 * datum.pair / {head_dim - 2})",
+        "yarn": "datum.keep_yarn + (1 - datum.keep_yarn) / s",
+        "llama3": "datum.keep_llama3 + (1 - datum.keep_llama3) / s",
+    }
+
+
+def scaling_figure(*, head_dim: int = 32, original: int = 128, base: float = 10000.0):
+    """How much each method slows each RoPE pair, ``theta_i / theta_i'``, against the
+    factor ``s``.
+
+    Drag *factor s*: position interpolation slows every pair by ``s``; NTK
+    slows the slow pairs most and the fastest not at all; YaRN and Llama 3
+    keep the fast pairs, divide the slow ones by ``s`` and blend a band in
+    between, whose place depends on the training length ``L``, not on ``s``.
+    """
+    import altair as alt
+
+    require_positive_int(head_dim, "head_dim")
+    require_positive_int(original, "original")
+    expressions = scaling_expressions(head_dim)
+    keep = {
+        method: scaling_keep(head_dim, method, original=original, base=base)
+        for method in ("yarn", "llama3")
+    }
+    pairs = [
+        {"pair": i, "keep_yarn": keep["yarn"][i], "keep_llama3": keep["llama3"][i]}
+        for i in range(head_dim // 2)
+    ]
+    factor = alt.param(
+        name="s",
+        value=4,
+        bind=alt.binding_range(min=1, max=32, step=0.5, name="factor s "),
+    )
+    return (
+        alt.Chart(alt.Data(values=pairs))
+        .transform_calculate(
+            **{f"kept_{m}": expressions[m] for m in SCALING_FIGURE_METHODS}
+        )
+        .transform_fold(
+            [f"kept_{m}" for m in SCALING_FIGURE_METHODS], as_=["method", "kept"]
+        )
+        .transform_calculate(
+            slowed="1 / datum.kept", method="replace(datum.method, 'kept_', '')"
+        )
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("pair:Q", title="pair i (fast to slow)"),
+            y=alt.Y(
+                "slowed:Q",
+                scale=alt.Scale(type="log", domain=[1, 32]),
+                title="theta_i / theta_i' (1 = kept, s = interpolated)",
+            ),
+            color=alt.Color(
+                "method:N", title="method", legend=alt.Legend(orient="bottom")
+            ),
+            tooltip=["method:N", "pair:Q", alt.Tooltip("slowed:Q", format=".3f")],
+        )
+        .add_params(factor)
+        .properties(
+            width=520,
+            height=300,
+            title=f"Context extension per pair, D = {head_dim}, L = {original} "
+            "(drag the factor)",
+        )
+    )
