@@ -24,6 +24,8 @@ Everything the chapters and the README show is importable from ``pe_tutorial``
 itself; each folder's ``__init__`` lists its modules.
 """
 
+import importlib
+
 from .attention.core import (
     AttentionConfig,
     MultiHeadAttention,
@@ -35,6 +37,19 @@ from .attention.core import (
     flex_block_mask,
     padding_mask,
 )
+from .attention.equivariance import (
+    ConvolutionLayer,
+    RecurrentLayer,
+    SelfAttention,
+    WordEmbedder,
+    equivariance_gap,
+    to_torch_multihead,
+)
+from .attention.latent_attention import LatentAttention, coupled_absorption_error
+from .attention.layer_patterns import LocalAttentionScheme, TemperedNoPEScheme
+from .attention.linear_attention import linear_attention
+from .attention.local_global import layer_frequencies, layer_types, sliding_window_mask
+from .attention.performer import performer_attention
 from .attention.position_scheme import NoPositionScheme, PositionScheme
 from .attention.schemes import (
     AbsoluteScheme,
@@ -45,6 +60,7 @@ from .attention.schemes import (
     ShawScheme,
     T5BiasScheme,
 )
+from .attention.temperature import attention_entropies, llama4_query_scale
 from .encodings import symbolic
 from .encodings.absolute import (
     LearnedPositionalEmbedding,
@@ -58,15 +74,23 @@ from .encodings.absolute import (
     sinusoidal_shift_matrix,
 )
 from .encodings.alibi import ALiBiBias, alibi_bias, alibi_slopes
+from .encodings.diagnostics import mean_token_cosine, norm_ratio, trailing_ones
 from .encodings.disentangled import DisentangledRelativeBias, deberta_log_bucket
+from .encodings.fire import FIREBias
+from .encodings.fused_rope import apply_rope_qk, rope_cos_sin
+from .encodings.mrope import apply_mrope, mrope_position_ids
+from .encodings.positions import relative_positions
+from .encodings.random_positions import random_positions
 from .encodings.relative import (
     ContextualPositionBias,
     ShawRelativePosition,
     T5RelativeBias,
     cope_positions,
+    shaw_relative_indices,
     shaw_relative_scores,
     shaw_value_term,
     t5_relative_position_bucket,
+    t5_untrained_share,
 )
 from .encodings.rope import (
     Pairing,
@@ -83,64 +107,200 @@ from .encodings.rope import (
     rope_frequencies,
     rope_matrix,
 )
-from .encodings.rope_scaling import RopeScaling, scaled_rope_frequencies
+from .encodings.rope_bands import p_rope_frequencies, rope_wavelengths, slow_pairs
+from .encodings.rope_mixed import MixedRoPE2d
+from .encodings.rope_scaling import (
+    SCALING_METHODS,
+    RopeScaling,
+    scaled_rope_frequencies,
+)
+from .encodings.rope_triton import triton_status
+from .encodings.xpos import apply_xpos, xpos_decay
+from .lm.data import random_windows, segment_files, stdlib_corpus
+from .lm.findings import (
+    compare,
+    find,
+    glue_gap,
+    language_entry,
+    mean_at,
+    paired_change,
+    position_mean,
+    train_gap,
+)
+from .lm.model import SCHEMES, ByteTransformer, ModelConfig
+from .lm.train import bits_per_byte, train
+from .pages.glue import glue, have_myst_nb
+from .pages.plots import (
+    heatmap,
+    length_curves,
+    line_plot,
+    passkey_grids,
+    position_curves,
+    rate_sweep,
+    rope_scaling_ratios,
+    shift_arcs,
+    use_book_style,
+)
 
 __version__ = "0.1.0"
 
+# Loaded on first use (PEP 562): the two top floors, which a plain `import pe_tutorial`
+# does not need, and the interactive figures (Altair).
+_LAZY = {
+    "benchmarks": ("benchmarks", None),
+    "experiments": ("experiments", None),
+    "interactive": ("pages.interactive", None),
+    "PRESETS": ("experiments", "PRESETS"),
+    "format_rows": ("experiments", "format_rows"),
+    "load_results": ("experiments", "load_results"),
+    "run_experiments": ("experiments", "run_experiments"),
+    "summarise": ("experiments", "summarise"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'pe_tutorial' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    loaded = importlib.import_module(f".{module}", __name__)
+    return loaded if attribute is None else getattr(loaded, attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
-    "ALiBiBias",
-    "ALiBiScheme",
     "AbsoluteScheme",
-    "AttentionConfig",
-    "CoPEScheme",
-    "ContextualPositionBias",
-    "DisentangledRelativeBias",
-    "DisentangledScheme",
-    "LearnedPositionalEmbedding",
-    "MultiHeadAttention",
-    "NoPositionScheme",
-    "Pairing",
-    "PositionScheme",
-    "RopeScaling",
-    "RotaryEmbedding",
-    "RotaryScheme",
-    "ShawRelativePosition",
-    "ShawScheme",
-    "SinusoidalPositionalEmbedding",
-    "T5BiasScheme",
-    "T5RelativeBias",
     "alibi_bias",
     "alibi_slopes",
+    "ALiBiBias",
+    "ALiBiScheme",
+    "apply_mrope",
     "apply_rope",
     "apply_rope_complex",
     "apply_rope_matrix",
     "apply_rope_nd",
+    "apply_rope_qk",
+    "apply_xpos",
     "attend",
+    "attention",
+    "attention_entropies",
     "attention_weights",
+    "AttentionConfig",
+    "benchmarks",
     "binary_encoding",
+    "bits_per_byte",
+    "ByteTransformer",
     "causal_mask",
+    "compare",
+    "ContextualPositionBias",
     "convert_pairing",
+    "ConvolutionLayer",
     "cope_positions",
+    "CoPEScheme",
+    "coupled_absorption_error",
     "deberta_log_bucket",
+    "devices",
+    "DisentangledRelativeBias",
+    "DisentangledScheme",
     "dot_product_attention",
+    "encodings",
+    "equivariance_gap",
+    "experiments",
+    "find",
+    "FIREBias",
     "flex_available",
     "flex_block_mask",
+    "format_rows",
+    "glue",
+    "glue_gap",
     "grid_positions",
+    "have_myst_nb",
+    "heatmap",
     "integer_encoding",
+    "interactive",
+    "language_entry",
+    "LatentAttention",
+    "layer_frequencies",
+    "layer_types",
+    "LearnedPositionalEmbedding",
+    "length_curves",
+    "line_plot",
+    "linear_attention",
+    "llama4_query_scale",
+    "lm",
+    "load_results",
+    "LocalAttentionScheme",
+    "mean_at",
+    "mean_token_cosine",
+    "MixedRoPE2d",
+    "ModelConfig",
+    "mrope_position_ids",
+    "MultiHeadAttention",
     "neighbour_distances",
+    "NoPositionScheme",
+    "norm_ratio",
+    "p_rope_frequencies",
     "padding_mask",
+    "pages",
+    "paired_change",
+    "Pairing",
     "pairing_permutation",
+    "passkey_grids",
+    "performer_attention",
+    "position_curves",
+    "position_mean",
+    "PositionScheme",
+    "PRESETS",
+    "random_positions",
+    "random_windows",
+    "rate_sweep",
+    "RecurrentLayer",
+    "relative_positions",
     "rope_angles",
+    "rope_cos_sin",
     "rope_decay_curve",
     "rope_frequencies",
     "rope_matrix",
+    "rope_scaling_ratios",
+    "rope_wavelengths",
+    "RopeScaling",
+    "RotaryEmbedding",
+    "RotaryScheme",
+    "run_experiments",
     "scaled_rope_frequencies",
+    "SCALING_METHODS",
+    "SCHEMES",
+    "segment_files",
+    "SelfAttention",
+    "shaw_relative_indices",
     "shaw_relative_scores",
     "shaw_value_term",
+    "ShawRelativePosition",
+    "ShawScheme",
+    "shift_arcs",
     "sinusoidal_at",
     "sinusoidal_encoding",
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",
+    "SinusoidalPositionalEmbedding",
+    "sliding_window_mask",
+    "slow_pairs",
+    "stdlib_corpus",
+    "summarise",
     "symbolic",
     "t5_relative_position_bucket",
+    "t5_untrained_share",
+    "T5BiasScheme",
+    "T5RelativeBias",
+    "TemperedNoPEScheme",
+    "to_torch_multihead",
+    "trailing_ones",
+    "train",
+    "train_gap",
+    "triton_status",
+    "use_book_style",
+    "WordEmbedder",
+    "xpos_decay",
 ]

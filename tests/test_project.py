@@ -560,3 +560,45 @@ def test_nothing_imports_upward():
             if theirs and theirs != mine and FLOORS[theirs] >= FLOORS[mine]:
                 offences.append(f"{path.relative_to(ROOT)} imports {module}")
     assert not offences, offences
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapters_import_the_package_in_a_line_or_two(path):
+    """`import pe_tutorial as pe`, the timing suites, sympy's symbols: three lines at most.
+
+    Every ``pe.NAME`` a chapter uses is part of the public API (``__all__``), so a
+    reader's own code can use the same short import.
+    """
+    import pe_tutorial
+
+    statements, used = [], set()
+    for cell in read_notebook(path)["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse(cell_text(cell))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                modules = (
+                    [node.module]
+                    if isinstance(node, ast.ImportFrom)
+                    else [a.name for a in node.names]
+                )
+                if any(m and m.startswith("pe_tutorial") for m in modules):
+                    statements.append(ast.unparse(node))
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "pe"
+            ):
+                used.add(node.attr)
+    assert len(statements) <= 3, statements
+    assert used <= set(pe_tutorial.__all__), used - set(pe_tutorial.__all__)
+
+
+def test_every_public_name_resolves():
+    import pe_tutorial
+
+    for name in pe_tutorial.__all__:
+        assert getattr(pe_tutorial, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        pe_tutorial.nonexistent  # noqa: B018

@@ -5,7 +5,7 @@ an optional boolean mask, written out: the reference every faster path is
 checked against. Chapter 1 (``book/01_why_position``) uses it to show that
 attention without positions cannot tell word order.
 
-``attend`` runs attention with a ``PositionScheme`` (``pe_tutorial.schemes``
+``attend`` runs attention with a ``PositionScheme`` (``pe_tutorial.attention.schemes``
 has one per encoding) through one of three kernels that agree within float
 tolerance:
 
@@ -17,7 +17,7 @@ tolerance:
   has a per-score formula, so no ``(seq x seq)`` bias is stored, and the
   masks as a block mask (``flex_block_mask``), which the compiled kernel
   (``attend(..., compile=True)``) skips tile by tile (chapter 10). Its
-  plumbing lives in ``pe_tutorial.flex``; this module re-exports its public
+  plumbing lives in ``pe_tutorial.attention.flex``; this module re-exports its public
   names.
 
 ``MultiHeadAttention`` is the layer chapters 7 to 9 build models from. This

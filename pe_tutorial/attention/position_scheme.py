@@ -18,11 +18,11 @@ that encoding reaches the attention scores. It may do any of these things:
   ``needs_weights = True`` and the other kernels refuse it.
 
 This base class does none of them: it is NoPE, attention without positions
-(chapter 1). ``pe_tutorial.attention`` depends on this module only, never on
-an encoding; the adapters live in ``pe_tutorial.schemes``.
+(chapter 1). ``pe_tutorial.attention.core`` depends on this module only, never on
+an encoding; the adapters live in ``pe_tutorial.attention.schemes``.
 
 Queries are the last ``q_len`` of the ``k_len`` positions (decoding with a
-cache); ``pe_tutorial.positions`` is the one definition.
+cache); ``pe_tutorial.encodings.positions`` is the one definition.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ so every parameter has one source of truth::
 
 Each scheme records the sizes it was built for, so ``MultiHeadAttention``
 rejects one that does not fit (``PositionScheme.check_fits``). Queries are the
-last ``q_len`` of the ``k_len`` positions (``pe_tutorial.positions``), which is
+last ``q_len`` of the ``k_len`` positions (``pe_tutorial.encodings.positions``), which is
 what decoding against a cache needs.
 """
 

@@ -15,7 +15,8 @@ the same on every build. From a shell::
 
 ``--record`` writes ``pe_tutorial/results/bench-<suite>--<device>.json``, the
 files the chapters read. Every row is timed interleaved with the others and compared
-with a copy of its own bytes (``pe_tutorial.bench``).
+with a copy of its own bytes (``timing``, whose ``ratio_text`` and
+``within_noise`` the prose uses through this package).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ._core import (
     show,
 )
 from .cli import main
+from .timing import ratio_text, tensors_written, within_noise
 
 __all__ = [
     "SUITES",
@@ -51,4 +53,7 @@ __all__ = [
     "quoted",
     "results_dir",
     "main",
+    "ratio_text",
+    "within_noise",
+    "tensors_written",
 ]

@@ -21,7 +21,7 @@ how many bytes each version moves (chapter 10):
   loop that reads each element once and writes it once (vectorised C++ on the
   CPU, Triton on the GPU); ``compile_rope_qk`` reports the compile time apart
   from the run time;
-- ``pe_tutorial.rope_triton``: a hand-written Triton kernel that reads and
+- ``pe_tutorial.encodings.rope_triton``: a hand-written Triton kernel that reads and
   writes each element once, in place or not.
 
 All of them return what ``apply_rope`` returns for ``q`` and for ``k``: the

@@ -16,9 +16,9 @@ Three ways to let the score of query ``i`` and key ``j`` see where they are:
 
 Every bias comes out with shape ``(batch, heads, q_len, k_len)`` (or
 ``(heads, q_len, k_len)`` for T5, which does not depend on the batch), ready
-to be added to the scaled scores; ``pe_tutorial.schemes`` plugs them into attention.
+to be added to the scaled scores; ``pe_tutorial.attention.schemes`` plugs them into attention.
 Relative positions are ``key - query`` throughout, with the queries being the
-last ``q_len`` of the ``k_len`` positions (``pe_tutorial.positions``).
+last ``q_len`` of the ``k_len`` positions (``pe_tutorial.encodings.positions``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ by the angle ``m * theta_i`` with ``theta_i = base ** (-2i / head_dim)``::
 
 Because rotations compose, ``<R(m) q, R(n) k> = <q, R(n - m) k>``: the
 attention score sees only the relative position ``n - m`` (chapter 5 derives
-the rotation, ``pe_tutorial.symbolic`` proves the identity).
+the rotation, ``pe_tutorial.encodings.symbolic`` proves the identity).
 
 Two conventions decide which channels form a pair (``Pairing``):
 

@@ -41,7 +41,7 @@ from .rope_core import prepare_qk
 __all__ = ["triton_status", "apply_rope_qk_triton"]
 
 _INSTEAD = (
-    "use pe_tutorial.fused_rope.apply_rope_qk (eager) or compiled_apply_rope_qk "
+    "use pe_tutorial.encodings.fused_rope.apply_rope_qk (eager) or compiled_apply_rope_qk "
     "(torch.compile), which compute the same result"
 )
 
