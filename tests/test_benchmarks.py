@@ -615,3 +615,12 @@ def test_copy_regimes_are_found_where_the_bandwidth_drops():
     assert copy_regimes(flat)["memory_from_bytes"] == 2**20
     with pytest.raises(ValueError, match="two sizes or more"):
         copy_regimes(benchmarks.SuiteResult("copy_sizes", {}, [copy(2**20, 1.0)]))
+
+
+def test_the_train_step_suite_times_chapter_9s_quick_model():
+    """The suite keeps its own copy of the quick preset's model (it may not import the
+    experiments, which sit on its floor); the two must not drift apart."""
+    from pe_tutorial.benchmarks.chapters import QUICK_MODEL
+    from pe_tutorial.experiments import PRESETS
+
+    assert QUICK_MODEL == PRESETS["quick"].model

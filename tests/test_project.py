@@ -516,7 +516,7 @@ FLOORS = {
     "checks": 2,
     "lm": 3,
     "experiments": 4,
-    "benchmarks": 5,
+    "benchmarks": 4,
 }
 
 
