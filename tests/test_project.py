@@ -602,3 +602,16 @@ def test_every_public_name_resolves():
         assert getattr(pe_tutorial, name) is not None, name
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         pe_tutorial.nonexistent  # noqa: B018
+
+
+def test_console_scripts_name_the_commands_the_readme_shows():
+    """`pe-experiments` and `pe-benchmarks` run what `python -m ...` runs."""
+    import importlib
+
+    scripts = PYPROJECT["project"]["scripts"]
+    assert set(scripts) == {"pe-experiments", "pe-benchmarks"}
+    for name, target in scripts.items():
+        module, _, function = target.partition(":")
+        command = module.removesuffix(".cli").removesuffix(".__main__")
+        assert f"python -m {command}" in (ROOT / "README.md").read_text(), name
+        assert callable(getattr(importlib.import_module(module), function)), target
