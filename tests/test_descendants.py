@@ -4,6 +4,7 @@ randomised positions are sorted distinct draws from a long range."""
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import pytest
@@ -101,3 +102,38 @@ def test_random_positions_bad_input_is_named():
         random_positions(10, 5)
     with pytest.raises(ValueError, match="seq_len"):
         random_positions(0, 5)
+
+
+def test_xpos_scores_of_many_keys_at_a_non_default_base_by_the_papers_formula():
+    """Issue 32: xPos's score of query m and key n, over several keys at several
+    positions and non-default bases, is the paper's per-pair sum written out here:
+    ``sum_i zeta_i ** (m / gamma) * zeta_i ** (-n / gamma) * Re(z_q z_k^* e^{i (m - n)
+    theta_i})`` with ``zeta_i = (2i + 0.4 D) / (1.4 D)`` and ``theta_i = base **
+    (-2i / D)``, half pairing. Pins the sign of the key's exponent, the key's use of
+    ``scale_base`` (gamma), and the rotation's ``base`` (a single key at the default
+    base pins none of them)."""
+    torch.manual_seed(3)
+    D, gamma, base = 8, 16.0, 100.0
+    q_positions = torch.tensor([2, 9, 30])
+    k_positions = torch.tensor([0, 5, 9, 21, 37])  # keys past the queries too
+    q = torch.randn(len(q_positions), D, dtype=torch.float64)
+    k = torch.randn(len(k_positions), D, dtype=torch.float64)
+    qx, kx = apply_xpos(q, k, q_positions, k_positions, scale_base=gamma, base=base)
+    ours = qx @ kx.T
+    expected = torch.zeros(len(q_positions), len(k_positions), dtype=torch.float64)
+    undecayed = torch.zeros_like(expected)
+    for a, m in enumerate(q_positions.tolist()):
+        for b, n in enumerate(k_positions.tolist()):
+            for i in range(D // 2):
+                zeta = (2 * i + 0.4 * D) / (1.4 * D)
+                theta = base ** (-2 * i / D)
+                # pair i is channels (i, i + D/2); as complex numbers z = x_i + i x_{i+D/2}
+                zq = complex(q[a, i], q[a, i + D // 2])
+                zk = complex(k[b, i], k[b, i + D // 2])
+                rope_term = (zq * zk.conjugate() * cmath.exp(1j * (m - n) * theta)).real
+                expected[a, b] += zeta ** (m / gamma) * zeta ** (-n / gamma) * rope_term
+                undecayed[a, b] += rope_term
+    # RoPE's angles are float32: about 1e-6 relative at these positions
+    assert torch.allclose(ours, expected, rtol=1e-5, atol=1e-5)
+    # the decay is far from 1 here (zeta_0 ** (-35 / 16) ~ 15): the check has teeth
+    assert float((expected - undecayed).abs().max()) > 1.0

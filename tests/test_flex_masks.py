@@ -320,3 +320,89 @@ def test_a_failed_compile_names_the_way_out(monkeypatch):
     monkeypatch.setattr(flex, "_compiled_flex_attention", lambda: broken)
     with torch.no_grad(), pytest.raises(RuntimeError, match="use compile=False"):
         attend(*qkv(4, 4), kernel="flex", compile=True)
+
+
+def tile_tables_by_hand(q_len, k_len, block):
+    """The causal block tables from a dense mask built key by key: query row r at
+    ``i = r + k_len - q_len`` sees key j when ``j <= i``. A tile is *full* when it
+    lies wholly inside both sequences and every score in it is visible, *partial*
+    when some score is visible and it is not full. Returns, per tile row, the
+    partial and full columns in order, and the same per tile column (q side)."""
+    offset = k_len - q_len
+    visible = [[j <= r + offset for j in range(k_len)] for r in range(q_len)]
+    rows, cols = -(-q_len // block), -(-k_len // block)
+    kind = {}
+    for m in range(rows):
+        for n in range(cols):
+            scores = [
+                visible[r][j]
+                for r in range(m * block, min((m + 1) * block, q_len))
+                for j in range(n * block, min((n + 1) * block, k_len))
+            ]
+            inside = (m + 1) * block <= q_len and (n + 1) * block <= k_len
+            if inside and all(scores):
+                kind[m, n] = "full"
+            elif any(scores):
+                kind[m, n] = "partial"
+    by_row = {
+        which: [
+            [n for n in range(cols) if kind.get((m, n)) == which] for m in range(rows)
+        ]
+        for which in ("partial", "full")
+    }
+    by_col = {
+        which: [
+            [m for m in range(rows) if kind.get((m, n)) == which] for n in range(cols)
+        ]
+        for which in ("partial", "full")
+    }
+    return visible, by_row, by_col
+
+
+def listed(counts, indices):
+    """A block table's (count, indices) as one list of used indices per row."""
+    return [indices[row, : int(c)].tolist() for row, c in enumerate(counts)]
+
+
+@pytest.mark.parametrize(
+    "q_len, k_len, block",
+    # k_len - q_len one short of a multiple of the block
+    [
+        (17, 32, 16),  # 15
+        (32, 63, 16),  # 31
+        (1, 16, 16),  # 15: decoding one token
+        (1, 64, 16),  # 63
+        (40, 87, 16),  # 47, both lengths ragged
+        (48, 111, 16),  # 63, whole query tiles
+        (24, 31, 8),  # 7
+        (129, 256, 128),  # 127, the default block
+        # and a tile row's last query one short of a key tile: 16 + 16 = 2 * 16
+        (1, 17, 16),
+        (17, 33, 16),
+    ],
+)
+def test_causal_tables_when_the_offset_is_one_short_of_a_block(q_len, k_len, block):
+    """Issue 32: with the queries the last ``q_len`` of ``k_len`` positions and the
+    offset ``k_len - q_len`` one short of a multiple of the block, the diagonal
+    falls on a tile's last column: a tile's last key is then visible from its
+    first row exactly, the edge where a ``<`` for ``<=`` (or the other way)
+    misfiles a full tile as partial or skipped. (The last two cases put a tile
+    row's last query on a key tile's first key: the edge of a *visited* tile.)
+    The tables (both sides) and the mask_mod equal those of a mask built score
+    by score."""
+    visible, by_row, by_col = tile_tables_by_hand(q_len, k_len, block)
+    ours = flex_block_mask(q_len, k_len, causal=True, block_size=block)
+    assert listed(ours.kv_num_blocks[0, 0], ours.kv_indices[0, 0]) == by_row["partial"]
+    assert (
+        listed(ours.full_kv_num_blocks[0, 0], ours.full_kv_indices[0, 0])
+        == by_row["full"]
+    )
+    assert listed(ours.q_num_blocks[0, 0], ours.q_indices[0, 0]) == by_col["partial"]
+    assert (
+        listed(ours.full_q_num_blocks[0, 0], ours.full_q_indices[0, 0])
+        == by_col["full"]
+    )
+    zero = torch.zeros((), dtype=torch.long)
+    q_idx = torch.arange(q_len)[:, None]
+    kv_idx = torch.arange(k_len)[None, :]
+    assert ours.mask_mod(zero, zero, q_idx, kv_idx).tolist() == visible

@@ -108,3 +108,53 @@ def test_a_decoding_step_is_the_last_row_of_the_whole_sequence():
         for absorbed in (False, True):
             step = mla.decode(x[:, -1:], c, k_rope, absorbed=absorbed)
             assert torch.allclose(step, whole[:, -1:], atol=1e-10)
+
+
+def interleaved_rope_by_hand(x: torch.Tensor, positions: list[int], base: float):
+    """RoPE on interleaved pairs (2i, 2i + 1), float64, turned by ``t * base **
+    (-2i / D)`` at each token's position t (DeepSeek's pairing)."""
+    D = x.shape[-1]
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angle = torch.tensor(positions, dtype=torch.float64)[:, None] * theta  # (T, D/2)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = torch.empty_like(x)
+    out[..., 0::2] = a * angle.cos() - b * angle.sin()
+    out[..., 1::2] = a * angle.sin() + b * angle.cos()
+    return out
+
+
+@pytest.mark.parametrize("where", ["all at 7", "all at 0", "0 .. T - 1", "scattered"])
+def test_the_coupled_absorption_error_by_hand(where):
+    """Issue 32: ``coupled_absorption_error`` is the largest gap between the scores
+    with the content keys rotated, ``(R_m q_h) . (R_n k_h)``, and the absorbed ones,
+    ``(R_m q_h) . k_h``, with ``k_h = c W_uk_h`` and ``R`` DeepSeek's interleaved
+    RoPE, written out here. Every token at one *nonzero* position: the rotations
+    cancel in the coupled score but not in the absorbed one, so the error is
+    clearly positive (a version that also left the absorbed query unrotated
+    would give 0 there); every token at 0: zero, to float tolerance."""
+    positions = {
+        "all at 7": [7] * 9,
+        "all at 0": [0] * 9,
+        "0 .. T - 1": list(range(9)),
+        "scattered": [0, 3, 3, 10, 11, 40, 41, 41, 100],
+    }[where]
+    mla = layer(4)
+    x = torch.randn(2, 9, 32, dtype=torch.float64)
+    with torch.no_grad():
+        error = coupled_absorption_error(mla, x, torch.tensor(positions))
+        q = mla.q_b_proj(mla.q_a_layernorm(mla.q_a_proj(x)))
+        q_nope = q.view(2, 9, 4, 12).transpose(1, 2)[..., :8]  # (B, H, T, nope_dim)
+        c = mla.kv_a_layernorm(mla.kv_a_proj_with_mqa(x)[..., :16])  # (B, T, kv_rank)
+        w_uk = mla.kv_b_proj.weight.view(4, 14, 16)[:, :8]  # (H, nope_dim, kv_rank)
+        k_nope = torch.einsum("btr,hdr->bhtd", c, w_uk)
+        q_turned = interleaved_rope_by_hand(q_nope, positions, 10000.0)
+        k_turned = interleaved_rope_by_hand(k_nope, positions, 10000.0)
+        coupled = q_turned @ k_turned.transpose(-1, -2)
+        absorbed = q_turned @ k_nope.transpose(-1, -2)
+    expected = float((coupled - absorbed).abs().max())
+    # apply_rope turns in float32: ~1e-7 relative on scores of size ~1
+    assert error == pytest.approx(expected, abs=1e-5)
+    if where == "all at 0":
+        assert error < 1e-6
+    else:
+        assert expected > 0.05 and error > 0.05  # far above float noise

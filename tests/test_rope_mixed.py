@@ -59,3 +59,24 @@ def test_frequencies_are_learned_and_bad_input_is_named():
         mixed(torch.randn(4, 8), torch.zeros(4, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="integer tensor"):
         mixed(torch.randn(4, 8), torch.zeros(4, 2))
+
+
+@pytest.mark.parametrize("base, seed", [(None, 0), (None, 3), (37.0, 1)])
+def test_it_starts_at_ropes_magnitudes_in_random_directions(base, seed):
+    """Issue 32: as built, before any training or test writes to it, pair i's
+    frequency vector ``(theta_i^x, theta_i^y)`` has RoPE's magnitude ``base **
+    (-2i / D)`` with the docstring's default ``base = 100`` (or the given one),
+    in a direction drawn from ``seed``: different seeds, different directions,
+    the same magnitudes."""
+    D = 16
+    options = {} if base is None else {"base": base}
+    b = 100.0 if base is None else base
+    expected = [b ** (-2 * i / D) for i in range(D // 2)]
+    fx, fy = MixedRoPE2d(D, seed=seed, **options).frequencies.detach().double()
+    gx, gy = MixedRoPE2d(D, seed=seed + 1, **options).frequencies.detach().double()
+    assert torch.hypot(fx, fy).tolist() == pytest.approx(expected, rel=1e-6)
+    assert torch.hypot(gx, gy).tolist() == pytest.approx(expected, rel=1e-6)
+    # the directions are the seed's: not all along one axis, and another seed's differ
+    angles = torch.atan2(fy, fx)
+    assert angles.std() > 0.5
+    assert not torch.allclose(angles, torch.atan2(gy, gx), atol=1e-3)
