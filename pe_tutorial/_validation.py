@@ -30,6 +30,23 @@ def require_positive_float(value, name: str) -> float:
     return as_float
 
 
+def require_fraction(value, name: str, meaning: str) -> float:
+    """Return ``value`` if it is a number in ``(0, 1]``, else raise ``ValueError``.
+
+    ``meaning`` says what the share is (it goes into the message in
+    parentheses). A bool, a string or NaN is not such a number.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value <= 1
+    ):
+        raise ValueError(
+            f"{name} must be a number in (0, 1] ({meaning}), got {value!r}"
+        )
+    return value
+
+
 def require_integer_tensor(
     positions: torch.Tensor, name: str = "positions"
 ) -> torch.Tensor:

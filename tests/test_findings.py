@@ -6,6 +6,7 @@ import pytest
 
 from pe_tutorial.experiments import _entry
 from pe_tutorial.lm.findings import (
+    ONE_SEED,
     Gap,
     change,
     compare,
@@ -49,11 +50,12 @@ def test_compare_weighs_the_gap_against_both_spreads():
     gap = compare(A, B, 4)
     assert gap.difference == pytest.approx(-0.4)
     assert gap.spread == pytest.approx(0.2)
+    assert gap.n == 3 and gap.weighed
     assert gap.separated and gap.verdict == "beyond the seeds' spread"
-    close = Gap(0.15, 0.2)
+    close = Gap(0.15, 0.2, 3)
     assert not close.separated and "within noise" in str(close)
     # exactly at the spread is not beyond it
-    assert not Gap(-0.2, 0.2).separated
+    assert not Gap(-0.2, 0.2, 2).separated
 
 
 def test_paired_change_uses_the_spread_of_the_differences():
@@ -61,7 +63,7 @@ def test_paired_change_uses_the_spread_of_the_differences():
     gap = paired_change(A, 4, 8)
     assert gap.difference == pytest.approx(0.1)
     assert gap.spread == pytest.approx(0.0, abs=1e-12)
-    assert gap.separated
+    assert gap.n == 3 and gap.separated
     # unpaired, the same change is lost in the spread of the two lengths
     assert not change(A, 4, 8).separated
 
@@ -71,6 +73,7 @@ def test_train_gap_is_validation_minus_train_split_per_seed():
     # differences 0.1, 0.2, 0.0
     assert gap.difference == pytest.approx(0.1)
     assert gap.spread == pytest.approx(0.1)
+    assert gap.n == 3
 
 
 def test_find_names_one_entry_or_says_why_not():
@@ -91,8 +94,8 @@ def test_missing_lengths_are_clear_errors():
 
 
 def test_gap_text_has_the_sign_and_the_verdict():
-    assert str(Gap(0.25, 0.1)) == "+0.250 (spread 0.100: beyond the seeds' spread)"
-    assert math.isclose(Gap(-0.3, 0.1).difference, -0.3)
+    assert str(Gap(0.25, 0.1, 3)) == "+0.250 (spread 0.100: beyond the seeds' spread)"
+    assert math.isclose(Gap(-0.3, 0.1, 3).difference, -0.3)
 
 
 def test_position_mean_averages_the_bins_then_the_seeds():
@@ -133,3 +136,48 @@ def test_glue_gap_glues_the_difference_and_its_verdict():
     assert gap == compare(A, B, 4)
     assert GLUED["a_b_gap"] == pytest.approx(-0.4)
     assert GLUED["a_b_verdict"] == "beyond the seeds' spread"
+
+
+# one seed (the quick preset): a std of 0 for want of a second run, not agreement
+ONE_A = entry("a", [(2.0, 2.1)], train_split=[1.9])
+ONE_B = entry("b", [(2.5, 2.9)])
+
+
+def test_one_seed_gives_no_verdict_of_spread():
+    gaps = {
+        "compare": compare(ONE_A, ONE_B, 4),
+        "change": change(ONE_A, 4, 8),
+        "paired_change": paired_change(ONE_B, 4, 8),
+        "train_gap": train_gap(ONE_A, 4),
+        # one side of three seeds, the other of one: the gap rests on one
+        "mixed": compare(A, ONE_B, 4),
+    }
+    for name, gap in gaps.items():
+        assert gap.n == 1 and not gap.weighed, name
+        assert gap.verdict == ONE_SEED == "one seed: no spread to weigh", name
+        assert "beyond" not in gap.verdict and "beyond" not in str(gap), name
+        assert "within noise" not in str(gap), name
+        # neither claim can be made: asking raises instead of answering False
+        with pytest.raises(ValueError, match="one seed.*no spread to weigh"):
+            _ = gap.separated
+    assert gaps["compare"].difference == pytest.approx(-0.5)
+    assert str(gaps["compare"]) == "-0.500 (one seed: no spread to weigh)"
+    # a large difference is no more separated on one seed than a small one
+    assert Gap(5.0, 0.0, 1).verdict == ONE_SEED
+
+
+def test_two_seeds_or_more_keep_the_rule():
+    assert Gap(0.25, 0.1, 2).separated and Gap(0.25, 0.1, 2).weighed
+    assert not Gap(0.05, 0.1, 2).separated
+    assert Gap(0.01, 0.0, 2).verdict == "beyond the seeds' spread"
+    for n in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="n .the seeds behind the gap."):
+            Gap(0.1, 0.1, n)
+
+
+def test_glue_gap_on_one_seed_glues_that_there_is_no_verdict():
+    from pe_tutorial.pages.glue import GLUED
+
+    gap = glue_gap("one_a_b", ONE_A, ONE_B, 4)
+    assert gap.n == 1
+    assert GLUED["one_a_b_verdict"] == ONE_SEED

@@ -29,7 +29,8 @@ from pe_tutorial.attention.local_global import (
     window_overlay,
 )
 from pe_tutorial.attention.position_scheme import NoPositionScheme
-from pe_tutorial.attention.schemes import RotaryScheme
+from pe_tutorial.attention.schemes import ALiBiScheme, RotaryScheme
+from pe_tutorial.encodings.alibi import ALiBiBias
 from pe_tutorial.encodings.rope import RotaryEmbedding
 from pe_tutorial.encodings.rope_bands import p_rope_frequencies
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
@@ -271,3 +272,109 @@ def test_a_pattern_of_the_wrong_length_is_named():
             model("two-layers-only")
     finally:
         unregister_scheme("two-layers-only")
+
+
+@pytest.mark.parametrize("kind", ["sliding", "chunked"])
+@pytest.mark.parametrize("q_len, k_len", [(10, 10), (3, 10), (1, 9)])
+def test_a_wrapped_alibi_scheme_keeps_its_bias_inside_the_window(kind, q_len, k_len):
+    """Issue 32: ``LocalAttentionScheme`` lets the inner scheme's bias through.
+    Wrapping ALiBi (4 heads, slopes ``2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8`` by hand),
+    every visible score inside the window gets ``-m_h (i - j)``, every one outside
+    gets ``-inf``; also when the queries are the last ``q_len`` of ``k_len``."""
+    window, slopes = 4, [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8]
+    scheme = LocalAttentionScheme(ALiBiScheme(ALiBiBias(4)), window, kind)
+    q, k = torch.randn(1, 4, q_len, 8), torch.randn(1, 4, k_len, 8)
+    bias = scheme.bias(q, k, causal=True)
+    assert bias.shape[-2:] == (q_len, k_len)
+    bias = bias.expand(4, q_len, k_len)
+    for h, m in enumerate(slopes):
+        for r in range(q_len):
+            i = k_len - q_len + r  # the query's position
+            for j in range(i + 1):  # the keys the causal mask leaves
+                expected = -m * (i - j) if near(i, j, window, kind) else -math.inf
+                assert float(bias[h, r, j]) == pytest.approx(expected), (h, i, j)
+
+
+# --- issue 32: Llama 4's temperature floor is its own setting; one rule, one base
+
+
+def test_the_temperature_floor_defaults_to_the_chunk_and_is_its_own_setting():
+    tokens = torch.randint(0, 256, (1, 40), generator=torch.Generator().manual_seed(1))
+    default = model("irope", global_every=3, local_window=8)
+    same = model("irope", global_every=3, local_window=8, temperature_floor=8)
+    # None reproduces the models of before: the floor at the chunk size, same outputs
+    assert default.config.temperature_floor is None
+    assert default.blocks[2].attention.scheme.floor_scale == 8
+    assert same.blocks[2].attention.scheme.floor_scale == 8
+    for (name, a), (_, b) in zip(
+        default.state_dict().items(), same.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    with torch.no_grad():
+        assert torch.equal(default(tokens), same(tokens))
+    # another floor changes the NoPE layer's scale only, not the chunks
+    other = model("irope", global_every=3, local_window=8, temperature_floor=2)
+    assert other.blocks[2].attention.scheme.floor_scale == 2
+    assert [b.attention.scheme.window for b in other.blocks[:2]] == [8, 8]
+    with torch.no_grad():
+        assert not torch.allclose(other(tokens), default(tokens))
+    for bad in (0, -4, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="temperature_floor must be a positive"):
+            ModelConfig(scheme="irope", temperature_floor=bad)
+
+
+def test_one_rule_says_which_layers_are_global():
+    """``layer_types`` (transformers' names), the layer patterns' ``global_layers``
+    and both models read the one rule of ``local_global.global_layers``."""
+    from pe_tutorial.attention import layer_patterns, local_global
+
+    assert layer_patterns.global_layers is local_global.global_layers
+    for layers, every in ((12, 6), (9, 4), (7, 3), (4, 6), (5, 1)):
+        rule = [(i + 1) % every == 0 for i in range(layers)]  # the last of each group
+        assert global_layers(layers, every) == rule
+        assert layer_types(layers, pattern=every) == [
+            "full_attention" if g else "sliding_attention" for g in rule
+        ]
+        if layers > 4:
+            continue  # keep the models small
+        sizes = {"num_layers": layers, "global_every": every}
+        irope = [type(b.attention.scheme) for b in model("irope", **sizes).blocks]
+        gemma = [
+            type(b.attention.scheme) for b in model("local-global", **sizes).blocks
+        ]
+        assert irope == [
+            TemperedNoPEScheme if g else LocalAttentionScheme for g in rule
+        ]
+        assert gemma == [RotaryScheme if g else LocalAttentionScheme for g in rule]
+
+
+def test_gemma3s_bases_have_one_source():
+    """The local-global model's defaults turn its layers at ``GEMMA3_BASES``, the
+    bases of ``layer_frequencies``: a default written out again and changed fails."""
+    from pe_tutorial.attention.local_global import GEMMA3_BASES, layer_frequencies
+
+    config = ModelConfig(scheme="local-global")
+    assert config.global_rope_base == GEMMA3_BASES["full_attention"] == 1_000_000.0
+    # the local layers use the model's RoPE base, whose default is Gemma 3's local one
+    assert config.rope_base == GEMMA3_BASES["sliding_attention"] == 10_000.0
+    gemma = model("local-global", global_every=3)
+    local, last = gemma.blocks[0].attention.scheme, gemma.blocks[2].attention.scheme
+    head_dim = gemma.config.head_dim
+    assert torch.equal(
+        local.inner.encoding.inv_freq, layer_frequencies("sliding_attention", head_dim)
+    )
+    assert torch.equal(
+        last.encoding.inv_freq, layer_frequencies("full_attention", head_dim)
+    )
+
+
+def test_llama4s_scales_have_one_source():
+    import inspect
+
+    from pe_tutorial.attention import layer_patterns, temperature
+
+    assert layer_patterns.LLAMA4_ATTN_SCALE is temperature.LLAMA4_ATTN_SCALE
+    defaults = inspect.signature(temperature.llama4_query_scale).parameters
+    assert defaults["attn_scale"].default == temperature.LLAMA4_ATTN_SCALE == 0.1
+    assert defaults["floor_scale"].default == temperature.LLAMA4_FLOOR_SCALE == 8192
+    assert TemperedNoPEScheme(8).attn_scale == temperature.LLAMA4_ATTN_SCALE

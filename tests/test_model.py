@@ -202,7 +202,11 @@ def test_bad_configurations_say_what_is_wrong():
         ModelConfig(d_model=30, num_heads=4)
     with pytest.raises(ValueError, match="num_heads must be a positive integer"):
         ModelConfig(num_heads=0)
-    with pytest.raises(ValueError, match="rope_scaling applies to scheme='rope' only"):
+    with pytest.raises(
+        ValueError, match="rope_scaling applies to scheme 'rope' only, not 'alibi'"
+    ):
         ModelConfig(scheme="alibi", rope_scaling=RopeScaling("linear", factor=2.0))
+    with pytest.raises(ValueError, match="temperature_floor must be a positive int"):
+        ModelConfig(scheme="irope", temperature_floor=0)
     with pytest.raises(ValueError, match="integer tensor of shape"):
         small("nope")(torch.zeros(2, 3))

@@ -182,12 +182,77 @@ def test_full_p_rope_is_rope_and_its_dropped_pairs_carry_no_position():
 
 @pytest.mark.parametrize("fraction", [0, -0.1, 1.5, float("nan")])
 def test_a_p_rope_fraction_outside_zero_one_is_named(fraction):
-    with pytest.raises(ValueError, match=r"fraction must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"fraction must be a number in \(0, 1\]"):
         p_rope_frequencies(64, fraction)
 
 
-def test_a_p_rope_fraction_must_be_a_number():
-    with pytest.raises(TypeError, match="fraction"):
-        p_rope_frequencies(64, "0.5")
-    with pytest.raises(TypeError, match="fraction"):
-        p_rope_frequencies(64, True)
+@pytest.mark.parametrize("fraction", ["0.5", True, None])
+def test_a_p_rope_fraction_must_be_a_number(fraction):
+    # a ValueError, as ModelConfig's rope_fraction: one check (_validation) for both
+    with pytest.raises(ValueError, match="fraction must be a number in .*share"):
+        p_rope_frequencies(64, fraction)
+
+
+@pytest.mark.parametrize("fraction", [0, 1.5, float("nan"), True, "0.5"])
+def test_p_rope_and_the_model_config_reject_the_same_fractions(fraction):
+    """Issue 32: the function and ModelConfig's rope_fraction share one check."""
+    from pe_tutorial.lm.model import ModelConfig
+
+    with pytest.raises(ValueError) as in_function:
+        p_rope_frequencies(64, fraction)
+    with pytest.raises(ValueError) as in_config:
+        ModelConfig(scheme="p-rope", rope_fraction=fraction)
+    assert str(in_config.value) == str(in_function.value).replace(
+        "fraction", "rope_fraction", 1
+    )
+
+
+@pytest.mark.parametrize(
+    "fraction, turning",
+    # 16 pairs: floor(fraction * 16), never rounded to nearest nor up
+    [(0.3, 4), (0.33, 5), (0.5, 8), (0.1, 1), (0.75, 12), (0.99, 15), (0.05, 0)],
+)
+def test_p_rope_rounds_the_count_of_turning_pairs_down(fraction, turning):
+    """Issue 32: p-RoPE's docstring keeps the first ``floor(fraction * head_dim / 2)``
+    pairs turning. At head_dim 32, fractions that give no whole number of pairs
+    (4.8, 5.28, 1.6, 15.84, 0.8) round *down*; the counts are worked out by hand.
+    The turning pairs keep ``10000 ** (-2i / 32)``, the rest are exactly 0."""
+    theta = p_rope_frequencies(32, fraction)
+    expected = [10000 ** (-2 * i / 32) if i < turning else 0.0 for i in range(16)]
+    assert theta.tolist() == pytest.approx(expected, rel=1e-6, abs=0.0)
+    assert int((theta != 0).sum()) == turning
+
+
+THETA8 = [
+    10000 ** (-i / 4) for i in range(4)
+]  # D = 8: wavelengths 6.28, 62.8, 628, 6283
+
+
+@pytest.mark.parametrize(
+    "train_length, length, mode, expected",
+    [
+        # L = 63: pairs 0, 1 fast (wavelength <= 63), pairs 2, 3 slow
+        (63, 16, "hold-slow", THETA8),  # a window below L: nothing held
+        (63, 16, "hold-fast", THETA8),
+        (63, 62, "hold-slow", THETA8),  # one short of L: still nothing
+        (63, 16, "drop-slow", THETA8[:2] + [0.0, 0.0]),  # dropped at any length
+        (63, 252, "hold-slow", THETA8[:2] + [t / 4 for t in THETA8[2:]]),
+        (63, 252, "hold-fast", [t / 4 for t in THETA8[:2]] + THETA8[2:]),
+        (63, 252, "drop-slow", THETA8[:2] + [0.0, 0.0]),
+        # L = 62: pair 1's wavelength, 62.83, is now above the line: slow
+        (62, 31, "hold-slow", THETA8),
+        (62, 31, "drop-slow", THETA8[:1] + [0.0] * 3),
+        (62, 124, "hold-slow", THETA8[:1] + [t / 2 for t in THETA8[1:]]),
+        (62, 124, "hold-fast", [THETA8[0] / 2] + THETA8[1:]),
+    ],
+)
+def test_each_band_mode_below_and_above_the_lines_by_hand(
+    train_length, length, mode, expected
+):
+    """Issue 32: what each ablation does to pairs on either side of the lines. A
+    pair is slow when its wavelength ``2 pi / theta_i`` exceeds ``train_length``;
+    the *hold* modes turn their band ``min(1, L / n)`` as fast, so a window ``n``
+    shorter than ``L`` changes nothing (never speeds a pair up); ``drop-slow``
+    zeroes the slow band at any window. Each row is worked out by hand."""
+    theta = band_frequencies(8, mode, train_length=train_length, length=length)
+    assert theta.tolist() == pytest.approx(expected, rel=1e-6, abs=0.0)

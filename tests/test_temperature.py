@@ -101,3 +101,59 @@ def test_llama4_query_scale_equals_transformers_nope_layer():
     # the scale is float32, as transformers computes it
     assert torch.allclose(ours, expected, atol=1e-6)
     assert not torch.allclose(unscaled, expected, atol=1e-3)
+
+
+def rope_by_hand(x: torch.Tensor, base: float) -> torch.Tensor:
+    """RoPE, half pairing, in float64: pair i is (x_i, x_{i + D/2}), turned by
+    ``t * base ** (-2i / D)`` at position t = 0 .. T - 1."""
+    T, D = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    angle = torch.arange(T, dtype=torch.float64)[:, None] * theta  # (T, D/2)
+    a, b = x[..., : D // 2].double(), x[..., D // 2 :].double()
+    return torch.cat(
+        [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1
+    )
+
+
+def entropies_by_hand(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Causal softmax of ``q k^T / sqrt(D)`` and ``-sum p ln p``, query by query."""
+    T, D = q.shape[-2], q.shape[-1]
+    out = torch.zeros(q.shape[:-1], dtype=torch.float64)
+    for i in range(T):
+        scores = q[..., i : i + 1, :] @ k[..., : i + 1, :].transpose(-1, -2)
+        p = torch.softmax(scores.squeeze(-2) / math.sqrt(D), dim=-1)
+        out[..., i] = -torch.special.xlogy(p, p).sum(-1)  # 0 ln 0 = 0
+    return out
+
+
+def test_entropies_of_a_rope_model_are_those_of_its_rotated_scores():
+    """Issue 32: ``attention_entropies`` reads each layer's weights *after* the
+    scheme's rotation. On a RoPE model (base 100, so the rotation turns fast) every
+    layer's entropies equal those written out here: the layer's q and k, rotated by
+    a RoPE by hand, causal softmax, ``-sum p ln p``. (On ALiBi, ``rotate`` is the
+    identity and a missing rotation goes unseen.)"""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        "rope", d_model=16, num_heads=2, num_layers=2, max_positions=16, rope_base=100.0
+    )
+    model = ByteTransformer(config)
+    with torch.no_grad():  # sharper attention than the 0.02 init, so angles matter
+        for block in model.blocks:
+            block.attention.qkv.weight.normal_(0.0, 0.7)
+    tokens = torch.randint(0, 256, (2, 12))
+    entropies = attention_entropies(model, tokens)
+    assert entropies.shape == (2, 2, 2, 12)
+    with torch.no_grad():
+        x = model.embed(tokens)  # RoPE: no table, no scale on the embeddings
+        for layer, block in enumerate(model.blocks):
+            h = block.norm1(x)
+            q, k, _ = (
+                t.view(2, 12, 2, 8).transpose(1, 2)
+                for t in block.attention.qkv(h).chunk(3, -1)
+            )
+            expected = entropies_by_hand(rope_by_hand(q, 100.0), rope_by_hand(k, 100.0))
+            assert torch.allclose(entropies[layer].double(), expected, atol=1e-5), layer
+            # the rotation matters here: unrotated, the entropies are not these
+            unrotated = entropies_by_hand(q.double(), k.double())
+            assert (unrotated - expected).abs().max() > 1e-2
+            x = block(x)  # the next layer's input

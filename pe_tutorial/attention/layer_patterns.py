@@ -16,8 +16,9 @@ Gemma 3             RoPE at base 10 000, a sliding window   RoPE at base 1 000 0
 
 transformers names the same layers in ``Llama4TextConfig.no_rope_layers``
 (0 for NoPE, every ``no_rope_layer_interval``-th) and ``layer_types``, and in
-``Gemma3TextConfig.layer_types``; ``global_layers`` follows that rule, and
-``local_global.window_overlay`` both windows.
+``Gemma3TextConfig.layer_types``; ``local_global.global_layers`` follows that
+rule (imported here, one rule for both designs), and ``local_global.window_overlay``
+both windows.
 
 ``LocalAttentionScheme`` wraps a layer's scheme and adds the window, as a
 bias of ``-inf`` outside it; ``TemperedNoPEScheme`` is Llama 4's NoPE layer.
@@ -33,33 +34,19 @@ from torch import nn
 
 from .._validation import require_positive_int
 from ..encodings.positions import query_positions
-from .local_global import check_window_kind, window_overlay
+from .local_global import check_window_kind, global_layers, window_overlay
 from .position_scheme import PositionScheme
 from .schemes import RotaryScheme
-from .temperature import llama4_query_scale
+from .temperature import LLAMA4_ATTN_SCALE, llama4_query_scale
 
 __all__ = [
-    "LLAMA4_ATTN_SCALE",
+    "LLAMA4_ATTN_SCALE",  # defined in temperature, the rule in local_global: re-exported
     "global_layers",
     "LocalAttentionScheme",
     "TemperedNoPEScheme",
     "llama4_layers",
     "gemma3_layers",
 ]
-
-# transformers' Llama4TextConfig.attn_scale
-LLAMA4_ATTN_SCALE = 0.1
-
-
-def global_layers(num_layers: int, every: int) -> list[bool]:
-    """True for every ``every``-th layer, the last of each group: ``(i + 1) % every == 0``.
-
-    Llama 4's NoPE layers (``no_rope_layer_interval = 4``) and Gemma 3's
-    full-attention layers (``sliding_window_pattern = 6``) are chosen so.
-    """
-    require_positive_int(num_layers, "num_layers")
-    require_positive_int(every, "global_every")
-    return [(i + 1) % every == 0 for i in range(num_layers)]
 
 
 class LocalAttentionScheme(PositionScheme):
@@ -138,10 +125,13 @@ class TemperedNoPEScheme(PositionScheme):
 
 def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:
     """Llama 4's layers for a ``ModelConfig``: RoPE (``rotary``, shared) in chunks of
-    ``local_window``, and every ``global_every``-th layer NoPE over all keys with
-    the temperature floor at the chunk size (as Llama 4's 8192 and 8192)."""
+    ``local_window``, and every ``global_every``-th layer NoPE over all keys, its
+    queries scaled with the floor ``temperature_floor``; None puts the floor at
+    the chunk size, as Llama 4 does (8192 and 8192)."""
+    floor = config.temperature_floor
+    floor = config.local_window if floor is None else floor
     return [
-        TemperedNoPEScheme(config.local_window)
+        TemperedNoPEScheme(floor)
         if is_global
         else LocalAttentionScheme(RotaryScheme(rotary), config.local_window, "chunked")
         for is_global in global_layers(config.num_layers, config.global_every)

@@ -26,6 +26,7 @@ from ..encodings.rope_core import rope_frequencies
 
 __all__ = [
     "GEMMA3_BASES",
+    "global_layers",
     "layer_types",
     "WINDOW_KINDS",
     "check_window_kind",
@@ -40,14 +41,27 @@ GEMMA3_BASES = {"sliding_attention": 10_000.0, "full_attention": 1_000_000.0}
 WINDOW_KINDS = ("sliding", "chunked")
 
 
+def global_layers(num_layers: int, every: int) -> list[bool]:
+    """True for every ``every``-th layer, the last of each group: ``(i + 1) % every == 0``.
+
+    The one rule for which layers are global: Llama 4's NoPE layers
+    (``no_rope_layer_interval = 4``) and Gemma 3's full-attention layers
+    (``sliding_window_pattern = 6``) are chosen so, and ``layer_types`` and
+    ``layer_patterns``' models read it from here.
+    """
+    require_positive_int(num_layers, "num_layers")
+    require_positive_int(every, "global_every")
+    return [(i + 1) % every == 0 for i in range(num_layers)]
+
+
 def layer_types(num_layers: int, *, pattern: int = 6) -> list[str]:
     """``"full_attention"`` for every ``pattern``-th layer (the last of each group),
     ``"sliding_attention"`` for the others: Gemma 3's 5 local to 1 global."""
     require_positive_int(num_layers, "num_layers")
     require_positive_int(pattern, "pattern")
     return [
-        "full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
-        for i in range(num_layers)
+        "full_attention" if is_global else "sliding_attention"
+        for is_global in global_layers(num_layers, pattern)
     ]
 
 

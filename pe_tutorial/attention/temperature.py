@@ -26,11 +26,17 @@ from ..encodings.rope_scaling import yarn_attention_factor
 from .core import attention_weights
 
 __all__ = [
+    "LLAMA4_FLOOR_SCALE",
+    "LLAMA4_ATTN_SCALE",
     "attention_entropy",
     "yarn_attention_factor",
     "llama4_query_scale",
     "attention_entropies",
 ]
+
+# transformers' Llama4TextConfig.floor_scale and .attn_scale
+LLAMA4_FLOOR_SCALE = 8192
+LLAMA4_ATTN_SCALE = 0.1
 
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
@@ -40,7 +46,10 @@ def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
 
 
 def llama4_query_scale(
-    positions: torch.Tensor, *, floor_scale: float = 8192, attn_scale: float = 0.1
+    positions: torch.Tensor,
+    *,
+    floor_scale: float = LLAMA4_FLOOR_SCALE,
+    attn_scale: float = LLAMA4_ATTN_SCALE,
 ) -> torch.Tensor:
     """Llama 4's factor on the query at each position (NoPE layers), float32.
 
@@ -50,7 +59,7 @@ def llama4_query_scale(
     if isinstance(floor_scale, bool) or not floor_scale > 0:
         raise ValueError(
             f"floor_scale must be a positive number of tokens (the temperature "
-            f"floor; Llama 4 uses 8192), got {floor_scale}"
+            f"floor; Llama 4 uses {LLAMA4_FLOOR_SCALE}), got {floor_scale}"
         )
     if not attn_scale >= 0:
         raise ValueError(f"attn_scale must be >= 0, got {attn_scale}")

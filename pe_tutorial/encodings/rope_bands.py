@@ -35,7 +35,7 @@ import math
 
 import torch
 
-from .._validation import require_positive_int
+from .._validation import require_fraction, require_positive_int
 from .rope import rope_frequencies
 
 __all__ = [
@@ -44,9 +44,12 @@ __all__ = [
     "slow_pairs",
     "band_frequencies",
     "p_rope_frequencies",
+    "P_ROPE_FRACTION",
 ]
 
 BAND_ABLATIONS: tuple[str, ...] = ("hold-slow", "hold-fast", "drop-slow")
+# what p-RoPE's fraction means, for the errors of every place that checks one
+P_ROPE_FRACTION = "p-RoPE's share of RoPE pairs that rotate; 1 is plain RoPE"
 
 
 def rope_wavelengths(head_dim: int, *, base: float = 10000.0) -> torch.Tensor:
@@ -99,13 +102,7 @@ def p_rope_frequencies(
     ``(0, 1]``: 1 is RoPE, and the paper's "0.75-RoPE" drops the slowest quarter.
     Give the result to ``RotaryEmbedding(..., frequencies=...)``.
     """
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
-        raise TypeError(f"fraction must be a number in (0, 1], got {fraction!r}")
-    if not 0 < fraction <= 1:
-        raise ValueError(
-            f"fraction must be in (0, 1] (the share of RoPE pairs that rotate; 1 is "
-            f"plain RoPE), got {fraction}"
-        )
+    require_fraction(fraction, "fraction", P_ROPE_FRACTION)
     theta = rope_frequencies(head_dim, base=base)
     rotating = math.floor(fraction * (head_dim // 2))
     return torch.where(

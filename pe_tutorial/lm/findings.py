@@ -10,6 +10,12 @@ spread, so every comparison here goes through one rule:
 that is, when the bars mean ± std of the two do not overlap (the error bars of
 chapter 9's figures). Otherwise the two are *within noise* of each other.
 With three seeds this is a plain, visible rule rather than a significance test.
+
+The rule needs a spread, so it needs two seeds or more. One seed (the quick
+preset) has a std of 0 because there is nothing to spread, not because runs
+agree, so every ``Gap`` carries ``n``, the seeds it rests on, and with one
+seed it gives no verdict: ``verdict`` reads "one seed: no spread to weigh"
+and ``separated`` raises rather than answer either way.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .._validation import require_positive_int
 from ..pages.glue import glue
 
 __all__ = [
+    "ONE_SEED",
     "Gap",
     "find",
     "language_entry",
@@ -35,23 +43,61 @@ __all__ = [
 ]
 
 
+# the verdict of a gap that rests on one seed: there is no spread to weigh it against
+ONE_SEED = "one seed: no spread to weigh"
+
+
 @dataclass(frozen=True)
 class Gap:
-    """``a - b`` in the seeds' means, and the spread it is weighed against (std_a + std_b)."""
+    """``a - b`` in the seeds' means, the spread it is weighed against, and its seeds.
+
+    ``spread`` is std_a + std_b (or the std of per-seed differences), and ``n``
+    the number of seeds behind the gap: the smaller side's count for
+    ``compare``, the number of per-seed differences for ``paired_change`` and
+    ``train_gap``. With ``n >= 2`` the gap is *separated* when ``|difference| >
+    spread``. With one seed the spread is 0 for want of a second run, so
+    ``weighed`` is False, ``verdict`` and the text say ``ONE_SEED``, and
+    ``separated`` raises ``ValueError``: neither "beyond the spread" nor
+    "within noise" is a claim one seed can back, and an ``assert gap.separated``
+    or ``assert not gap.separated`` on such data should fail, not pass on nothing.
+    """
 
     difference: float
     spread: float
+    n: int
+
+    def __post_init__(self):
+        require_positive_int(self.n, "n (the seeds behind the gap)")
+
+    @property
+    def weighed(self) -> bool:
+        """True when there is a spread to weigh the difference against (two seeds or more)."""
+        return self.n >= 2
 
     @property
     def separated(self) -> bool:
-        """True when the difference exceeds the spread: the bars do not overlap."""
+        """True when the difference exceeds the spread: the bars do not overlap.
+
+        Raises ``ValueError`` for a gap of one seed, which has no spread to
+        exceed (check ``weighed`` first, or read ``verdict``).
+        """
+        if not self.weighed:
+            raise ValueError(
+                f"a gap of one seed ({self.difference:+.3f}) is neither beyond the "
+                "seeds' spread nor within noise: there is no spread to weigh it "
+                "against; run two seeds or more, or read .verdict"
+            )
         return abs(self.difference) > self.spread
 
     @property
     def verdict(self) -> str:
+        if not self.weighed:
+            return ONE_SEED
         return "beyond the seeds' spread" if self.separated else "within noise"
 
     def __str__(self) -> str:
+        if not self.weighed:
+            return f"{self.difference:+.3f} ({ONE_SEED})"
         return f"{self.difference:+.3f} (spread {self.spread:.3f}: {self.verdict})"
 
 
@@ -127,15 +173,23 @@ def mean_at(entry: dict, length: int) -> float | None:
 def _require(stats: dict | None, length: int) -> dict:
     if stats is None:
         raise ValueError(f"the entry has no value at length {length}")
+    if "n" not in stats:
+        raise ValueError(
+            f"the summary at length {length} has no seed count n; record it again"
+        )
     return stats
 
 
 def compare(a: dict, b: dict, length: int, length_b: int | None = None) -> Gap:
-    """``a`` minus ``b`` at a length (``b`` at ``length_b`` if given), with their spread."""
+    """``a`` minus ``b`` at a length (``b`` at ``length_b`` if given), with their spread.
+
+    The gap's ``n`` is the smaller of the two summaries' seed counts: a side
+    of one seed has no spread, so neither has the gap.
+    """
     length_b = length if length_b is None else length_b
     sa = _require(stats_at(a, length), length)
     sb = _require(stats_at(b, length_b), length_b)
-    return Gap(sa["mean"] - sb["mean"], sa["std"] + sb["std"])
+    return Gap(sa["mean"] - sb["mean"], sa["std"] + sb["std"], min(sa["n"], sb["n"]))
 
 
 def change(entry: dict, start: int, stop: int) -> Gap:
@@ -150,7 +204,7 @@ def paired_change(entry: dict, start: int, stop: int, key: str = "bpb") -> Gap:
     and their spread is the spread of the change itself (``std`` of the
     per-seed differences), which can be far smaller than the two lengths'
     spreads added. The gap is separated from zero when the mean change
-    exceeds that spread.
+    exceeds that spread; its ``n`` is the number of runs (one: no verdict).
     """
     differences = []
     for run in entry["runs"]:
@@ -167,7 +221,7 @@ def train_gap(entry: dict, length: int) -> Gap:
 
     Each run records ``train_split_bpb``, its score on as many training bytes,
     windows of the training length, as the validation score reads. The mean of
-    the per-seed differences is returned with their std.
+    the per-seed differences is returned with their std and the number of runs.
     """
     return _gap_of(
         [run["bpb"][str(length)] - run["train_split_bpb"] for run in entry["runs"]]
@@ -175,8 +229,8 @@ def train_gap(entry: dict, length: int) -> Gap:
 
 
 def _gap_of(differences: list[float]) -> Gap:
-    """Per-seed differences as a Gap: their mean, and their sample std as the spread."""
-    return Gap(*mean_and_std(differences))
+    """Per-seed differences as a Gap: their mean, their sample std as the spread, their n."""
+    return Gap(*mean_and_std(differences), len(differences))
 
 
 def mean_and_std(values: list[float]) -> tuple[float, float]:
@@ -217,7 +271,8 @@ def glue_gap(name: str, a: dict, b: dict, length: int) -> Gap:
     """``compare(a, b, length)``, glued for the prose as ``NAME_gap`` and ``NAME_verdict``.
 
     The sentence then quotes the difference and says whether it is beyond the
-    seeds' spread or within noise, from the same computation (chapter 9).
+    seeds' spread or within noise, from the same computation (chapter 9); on
+    one seed the verdict glued is ``ONE_SEED``.
     """
     gap = compare(a, b, length)
     glue(f"{name}_gap", gap.difference)

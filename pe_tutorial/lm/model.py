@@ -1,8 +1,8 @@
 """A small decoder-only Transformer over bytes, with any position scheme (chapter 9).
 
 ``ByteTransformer`` reads bytes (a vocabulary of 256) and predicts the next
-byte. Its attention is ``pe_tutorial.attention.MultiHeadAttention`` with one
-of the schemes of ``pe_tutorial.registry``, chosen by name; ``SCHEMES`` are
+byte. Its attention is ``pe_tutorial.attention.core.MultiHeadAttention`` with one
+of the schemes of ``pe_tutorial.lm.registry``, chosen by name; ``SCHEMES`` are
 the ones chapter 9 trains:
 
 ====================  =====================================================
@@ -36,20 +36,26 @@ Two switches change the architecture around the scheme:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .._validation import require_positive_float, require_positive_int
+from .._validation import (
+    require_fraction,
+    require_positive_float,
+    require_positive_int,
+)
 from ..attention.core import AttentionConfig, MultiHeadAttention
+from ..attention.local_global import GEMMA3_BASES
 from ..attention.position_scheme import NoPositionScheme, PositionScheme
 from ..attention.schemes import AbsoluteScheme
 from ..encodings.absolute import LearnedPositionalEmbedding
 from ..encodings.rope import RotaryEmbedding
+from ..encodings.rope_bands import P_ROPE_FRACTION
 from ..encodings.rope_scaling import RopeScaling
-from .registry import registered, scheme_names
+from .registry import check_options, registered, scheme_names
 
 __all__ = ["SCHEMES", "ModelConfig", "ByteTransformer", "VOCAB_SIZE"]
 
@@ -73,11 +79,17 @@ class ModelConfig:
     ``max_positions`` is the learned table's length (the training length);
     ``max_relative_position`` Shaw's clipping distance ``K``; ``cope_positions``
     the rows of CoPE's table; ``rope_scaling`` a ``RopeScaling`` for RoPE.
-    Chapter 11's schemes read the last four: ``rope_fraction``, p-RoPE's
+    Chapter 11's schemes read the last five: ``rope_fraction``, p-RoPE's
     share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
     how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
-    the local layers' window or chunk, also Llama 4's temperature floor;
-    ``global_rope_base``, the global layers' base (Gemma 3's 1 000 000).
+    the local layers' window or chunk; ``global_rope_base``, the global
+    layers' base (Gemma 3's 1 000 000, ``local_global.GEMMA3_BASES``);
+    ``temperature_floor``, the floor of the query scale in ``"irope"``'s NoPE
+    layers, None for the chunk size ``local_window`` (Llama 4's 8192 and 8192).
+
+    Which fields a scheme reads is its registry ``options``: ``rope_scaling``
+    and ``temperature_floor``, None unless set, are refused for a scheme that
+    does not read them (``registry.check_options``).
     """
 
     scheme: str = "rope"
@@ -97,7 +109,8 @@ class ModelConfig:
     rope_fraction: float = 0.75
     global_every: int = 4
     local_window: int = 32
-    global_rope_base: float = 1_000_000.0
+    global_rope_base: float = GEMMA3_BASES["full_attention"]
+    temperature_floor: int | None = None
 
     def __post_init__(self):
         registered(self.scheme)  # an unknown name lists the registered ones
@@ -111,22 +124,22 @@ class ModelConfig:
             "local_window",
         ):
             require_positive_int(getattr(self, name), name)
+        if self.temperature_floor is not None:
+            require_positive_int(self.temperature_floor, "temperature_floor")
         for name in ("rope_base", "global_rope_base"):
             require_positive_float(getattr(self, name), name)
-        fraction = self.rope_fraction
-        if isinstance(fraction, bool) or not (
-            isinstance(fraction, (int, float)) and 0 < fraction <= 1
-        ):
-            raise ValueError(
-                f"rope_fraction must be a number in (0, 1] (p-RoPE's share of pairs "
-                f"that rotate; 1 is RoPE), got {fraction!r}"
-            )
+        require_fraction(self.rope_fraction, "rope_fraction", P_ROPE_FRACTION)
         # checks d_model and num_heads
         AttentionConfig(self.d_model, self.num_heads)
-        if self.rope_scaling is not None and self.scheme != "rope":
-            raise ValueError(
-                f"rope_scaling applies to scheme='rope' only, not {self.scheme!r}"
-            )
+        # a field None by default is a switch: set, it must be one the scheme reads
+        check_options(
+            self.scheme,
+            [
+                f.name
+                for f in fields(self)
+                if f.default is None and getattr(self, f.name) is not None
+            ],
+        )
 
     @property
     def head_dim(self) -> int:

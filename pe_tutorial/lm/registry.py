@@ -3,7 +3,10 @@
 A ``ModelScheme`` says everything the byte model needs to know about one
 position scheme: its name, where positions enter (``ENTRY_POINTS``), the
 module every layer shares (made once per model), the ``PositionScheme`` each
-attention layer gets, and the ``ModelConfig`` fields it reads. The model,
+attention layer gets, and the ``ModelConfig`` fields it reads (``options``;
+``ModelConfig`` rejects a switch, a field None by default, set for a scheme
+whose options do not name it, and a test checks that they are the fields the
+builders read). The model,
 the experiments and the timing suites all read this registry, so adding a
 scheme is one ``register_scheme`` call (and its tests):
 
@@ -48,7 +51,9 @@ from ..encodings.rope_bands import p_rope_frequencies
 
 __all__ = [
     "ENTRY_POINTS",
+    "GENERAL_FIELDS",
     "ModelScheme",
+    "check_options",
     "register_scheme",
     "unregister_scheme",
     "registered",
@@ -61,6 +66,19 @@ ENTRY_POINTS = (
     "embeddings",  # an absolute table added to the input (or to every layer's)
     "queries and keys",  # q and k rotated (RoPE)
     "scores",  # a bias added to the attention scores
+)
+
+# ModelConfig's sizes and switches that every model has: a scheme may read them
+# without naming them in its options
+GENERAL_FIELDS = (
+    "scheme",
+    "d_model",
+    "num_heads",
+    "head_dim",
+    "num_layers",
+    "mlp_ratio",
+    "norm",
+    "absolute",
 )
 
 # ModelConfig -> the module every layer shares, or None
@@ -88,6 +106,14 @@ class ModelScheme:
     ``layers``, for a model whose layers differ (chapter 11's Llama 4 and
     Gemma 3 patterns), builds every layer's scheme at once in place of
     ``layer``. ``studied=False`` keeps a scheme out of the presets' default list.
+
+    ``options`` names every ``ModelConfig`` field the builders (``shared``,
+    ``layer``, ``layers``, ``max_length``) read besides ``GENERAL_FIELDS``.
+    ``check_options`` reads it: ``ModelConfig`` refuses ``rope_scaling`` or
+    ``temperature_floor`` (fields None by default, set only to switch
+    something on) for a scheme whose options do not name them, and
+    ``tests/test_registry.py`` builds each scheme and checks that the fields
+    read are exactly these.
     """
 
     name: str
@@ -115,6 +141,13 @@ class ModelScheme:
         if self.absolute and self.enters != "embeddings":
             raise ValueError(
                 f"scheme {self.name!r}: an absolute table enters at the embeddings"
+            )
+        if not isinstance(self.options, tuple) or not all(
+            isinstance(o, str) and o not in GENERAL_FIELDS for o in self.options
+        ):
+            raise ValueError(
+                f"scheme {self.name!r}: options must be a tuple of ModelConfig field "
+                f"names other than {GENERAL_FIELDS}, got {self.options!r}"
             )
 
 
@@ -154,6 +187,25 @@ def registered(name: str) -> ModelScheme:
     if name not in _REGISTRY:
         raise ValueError(f"unknown scheme {name!r}; choose one of {scheme_names()}")
     return _REGISTRY[name]
+
+
+def check_options(scheme: str, names) -> None:
+    """Raise ``ValueError`` if scheme ``scheme`` does not read one of the fields ``names``.
+
+    A field a scheme does not read (not in its ``options``, not a general
+    size) would be set for nothing; the error names the schemes that read it.
+    """
+    spec = registered(scheme)
+    for name in names:
+        if name in GENERAL_FIELDS or name in spec.options:
+            continue
+        takers = [n for n, s in _REGISTRY.items() if name in s.options]
+        if len(takers) == 1:
+            applies = f"scheme {takers[0]!r} only"
+        else:
+            applies = f"the schemes {tuple(takers)}" if takers else "no scheme"
+        reads = f"reads only {spec.options}" if spec.options else "reads no options"
+        raise ValueError(f"{name} applies to {applies}, not {scheme!r}, which {reads}")
 
 
 # ---------------------------------------------------------------------------
@@ -296,7 +348,7 @@ register_scheme(
             ),
         ),
         layer=lambda c, shared: RotaryScheme(shared),
-        options=("rope_base", "rope_fraction"),
+        options=("rope_base", "rope_fraction", "max_positions"),
         studied=False,
     )
 )
@@ -306,10 +358,17 @@ register_scheme(
         "queries and keys",
         11,
         "Llama 4's interleaved layers: RoPE in chunks of local_window keys; every "
-        "global_every-th layer NoPE over all keys, its queries temperature-scaled",
+        "global_every-th layer NoPE over all keys, its queries temperature-scaled "
+        "with the floor temperature_floor (None: the chunk size)",
         shared=lambda c: _rotary(c, c.rope_base),
         layers=llama4_layers,
-        options=("rope_base", "local_window", "global_every"),
+        options=(
+            "rope_base",
+            "max_positions",
+            "local_window",
+            "global_every",
+            "temperature_floor",
+        ),
         studied=False,
     )
 )
@@ -324,7 +383,13 @@ register_scheme(
             {"local": _rotary(c, c.rope_base), "global": _rotary(c, c.global_rope_base)}
         ),
         layers=gemma3_layers,
-        options=("rope_base", "global_rope_base", "local_window", "global_every"),
+        options=(
+            "rope_base",
+            "global_rope_base",
+            "max_positions",
+            "local_window",
+            "global_every",
+        ),
         studied=False,
     )
 )
