@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import shutil
 import tomllib
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -14,13 +16,22 @@ import torch
 from pe_tutorial import experiments
 from pe_tutorial.experiments import (
     PRESETS,
+    Preset,
+    ResumeError,
+    Variant,
+    cli,
     load_results,
     main,
     results_path,
     run_experiments,
     summarise,
+    units,
 )
-from pe_tutorial.lm.model import SCHEMES
+from pe_tutorial.experiments.results import summary
+from pe_tutorial.experiments.runner import Runner
+from pe_tutorial.experiments.tasks import TaskUnits
+from pe_tutorial.lm.data import shakespeare_corpus, stdlib_corpus
+from pe_tutorial.lm.model import SCHEMES, ModelConfig
 from pe_tutorial.lm.train import TrainConfig
 from pe_tutorial.pages.glue import glue
 
@@ -54,8 +65,16 @@ TINY = replace(
 
 
 @pytest.fixture(scope="module")
-def tiny_results():
-    return run_experiments(TINY, device="cpu", progress=False)
+def tiny_run(tmp_path_factory):
+    """The tiny preset's results, and the run file of its 22 finished units."""
+    partial = tmp_path_factory.mktemp("tiny") / "run.json.partial"
+    results = run_experiments(TINY, device="cpu", progress=False, partial=partial)
+    return results, partial
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tiny_run):
+    return tiny_run[0]
 
 
 def test_tiny_preset_runs_every_experiment(tiny_results):
@@ -108,7 +127,7 @@ def test_every_run_records_its_train_split_score_and_its_loss_by_position(
 
 
 def test_the_scored_bytes_are_spread_over_the_validation_split():
-    runner = experiments._Runner(TINY, device=torch.device("cpu"), progress=False)
+    runner = Runner(TINY, device=torch.device("cpu"), progress=False)
     validation = runner.corpus.validation
     assert runner.segments.shape == (TINY.eval_windows, 32 + 1)
     # the second segment starts in the second half of the split
@@ -147,13 +166,13 @@ def test_learning_rates_and_ablations_add_variants():
         learning_rates=(1e-3,),
         ablations=(("alibi", (("num_layers", 2),)),),
     )
-    runner = experiments._Runner(preset, device=torch.device("cpu"), progress=False)
+    runner = Runner(preset, device=torch.device("cpu"), progress=False)
     keys = [v.key for v in runner.variants()]
     assert "rope/pre/input/lr=0.001" in keys and "rope/post/input/lr=0.001" in keys
     assert "alibi/pre/input/num_layers=2" in keys
-    ablated = experiments.Variant("alibi", changes=(("num_layers", 2),))
+    ablated = Variant("alibi", changes=(("num_layers", 2),))
     assert runner.variant_config(ablated).num_layers == 2
-    swept = experiments.Variant("rope", "post", learning_rate=1e-3)
+    swept = Variant("rope", "post", learning_rate=1e-3)
     assert runner.variant_training(swept).learning_rate == 1e-3
     assert len({unit[0] for unit in runner.plan()}) == len(runner.plan())
 
@@ -180,7 +199,7 @@ def test_natural_language_variants_train_and_score_on_their_own_corpus(
         (tmp_path / f"play-{i:02d}.md").write_text(
             f"# Play {i}\n\n" + "**A**  \nTo be, or not to be.\n\n" * 40
         )
-    shakespeare = functools.partial(experiments.shakespeare_corpus, root=tmp_path)
+    shakespeare = functools.partial(shakespeare_corpus, root=tmp_path)
     monkeypatch.setitem(experiments.CORPORA, "shakespeare", shakespeare)
     preset = replace(
         TINY,
@@ -274,7 +293,7 @@ def test_cli_rejects_unknown_preset_and_device(capsys):
 def test_cli_writes_json_and_records(tmp_path, monkeypatch):
     recorded = tmp_path / "recorded.json"
     monkeypatch.setitem(experiments.PRESETS, "quick", TINY)
-    monkeypatch.setattr(experiments, "results_path", lambda preset: recorded)
+    monkeypatch.setattr(cli, "results_path", lambda preset: recorded)
     out = tmp_path / "out.json"
     assert (
         main(["--preset", "quick", "--json", str(out), "--record", "--no-progress"])
@@ -312,9 +331,9 @@ def test_a_stopped_run_resumed_gives_the_same_results(
     monkeypatch.setattr(experiments.RunFile, "save", save)
     ran = []
     monkeypatch.setattr(
-        experiments._Runner,
+        Runner,
         "language_model_unit",
-        _recording(experiments._Runner.language_model_unit, ran),
+        _recording(Runner.language_model_unit, ran),
     )
     resumed = run_experiments(
         TINY, device="cpu", progress=False, partial=partial, resume=True
@@ -325,33 +344,395 @@ def test_a_stopped_run_resumed_gives_the_same_results(
 
 
 def _recording(method, calls):
-    def wrapper(self, *args):
-        calls.append(args)
-        return method(self, *args)
+    def wrapper(self, **arguments):
+        calls.append(arguments)
+        return method(self, **arguments)
 
     return wrapper
 
 
-def test_a_unit_recorded_with_other_settings_is_run_again(tmp_path, monkeypatch):
+def _copy_run_file(tiny_run, path: Path, old_code: str = "") -> Path:
+    """The tiny run's file of finished units at ``path``; with ``old_code``, the
+    units whose key starts with it as if other code had recorded them."""
+    stored = json.loads(tiny_run[1].read_text())
+    for key, unit in stored["units"].items():
+        if old_code and key.startswith(old_code):
+            unit["fingerprint"]["code"] = "0123456789abcdef"
+    path.write_text(json.dumps(stored))
+    return path
+
+
+def _nothing_runs(monkeypatch) -> list:
+    """Record every unit computed (language model, look-back, passkey)."""
+    ran = []
+    for owner, name in (
+        (Runner, "language_model_unit"),
+        (TaskUnits, "lookback"),
+        (TaskUnits, "passkey"),
+    ):
+        monkeypatch.setattr(owner, name, _recording(getattr(owner, name), ran))
+    return ran
+
+
+def test_a_unit_recorded_with_other_settings_is_run_again(
+    tiny_run, tmp_path, monkeypatch
+):
     partial = tmp_path / "run.json.partial"
-    run_experiments(TINY, device="cpu", progress=False, partial=partial)
+    # recorded by other code as well: other settings come first, it runs again
+    _copy_run_file(tiny_run, partial, old_code="lookback/")
     stored = json.loads(partial.read_text())
     assert len(stored["units"]) == 5 * 2 + 3 * 2 + 3 * 2  # models, look-back, passkey
     # a longer lookback training changes only the lookback units' fingerprints
     longer = replace(TINY, lookback={**TINY.lookback, "steps": 4})
-    ran = []
-    monkeypatch.setattr(
-        experiments._TaskUnits,
-        "lookback",
-        _recording(experiments._TaskUnits.lookback, ran),
+    ran = _nothing_runs(monkeypatch)
+    lines = []
+    run_experiments(
+        longer,
+        device="cpu",
+        progress=False,
+        partial=partial,
+        resume=True,
+        log=lines.append,
     )
-    monkeypatch.setattr(
-        experiments._Runner,
-        "language_model_unit",
-        _recording(experiments._Runner.language_model_unit, ran),
+    assert len(ran) == 6 and all(set(args) == {"scheme", "seed"} for args in ran)
+    assert lines[0] == f"resume {partial}: 16 of 22 units reused, 6 to run"
+    assert "recorded with other settings, run again (6):" in lines
+    again = lines[lines.index("recorded with other settings, run again (6):") + 1]
+    assert " ".join(again.split()) == ", ".join(
+        f"lookback/{scheme}/{seed}" for scheme in TINY.schemes for seed in TINY.seeds
     )
-    run_experiments(longer, device="cpu", progress=False, partial=partial, resume=True)
-    assert len(ran) == 6 and all(len(args) == 2 for args in ran)  # (scheme, seed)
+    # the file now holds the new look-back units
+    fingerprints = json.loads(partial.read_text())["units"]["lookback/rope/1"]
+    assert fingerprints["fingerprint"]["preset"]["lookback"]["steps"] == 4
+
+
+def test_resume_says_what_it_reuses(tiny_run, tiny_results, tmp_path, monkeypatch):
+    partial = _copy_run_file(tiny_run, tmp_path / "run.json.partial")
+    ran = _nothing_runs(monkeypatch)
+    lines = []
+    resumed = run_experiments(
+        TINY,
+        device="cpu",
+        progress=False,
+        partial=partial,
+        resume=True,
+        log=lines.append,
+    )
+    assert ran == []
+    assert without_times(resumed) == without_times(tiny_results)
+    assert lines[:2] == [
+        f"resume {partial}: 22 of 22 units reused, 0 to run",
+        "reused (22):",
+    ]
+    listed = " ".join(lines[2:]).replace(",", " ").split()
+    assert listed == list(json.loads(partial.read_text())["units"])
+
+
+def test_resume_refuses_units_recorded_by_other_code(
+    tiny_run, tiny_results, tmp_path, monkeypatch
+):
+    partial = _copy_run_file(tiny_run, tmp_path / "run.json.partial", old_code="lm/")
+    before = partial.read_bytes()
+    ran = _nothing_runs(monkeypatch)
+    with pytest.raises(ResumeError) as refused:
+        run_experiments(
+            TINY, device="cpu", progress=False, partial=partial, resume=True
+        )
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot resume from {partial}: 10 of its finished ")
+    assert "recorded by other code (code version 0123456789abcdef there, " in message
+    assert f"{units.code_version()} now)" in message
+    assert "add --keep-old-code to reuse them anyway" in message
+    assert "run without --resume" in message
+    assert ran == [] and partial.read_bytes() == before
+
+    lines = []
+    kept = run_experiments(
+        TINY,
+        device="cpu",
+        progress=False,
+        partial=partial,
+        resume=True,
+        keep_old_code=True,
+        log=lines.append,
+    )
+    assert ran == []
+    assert without_times(kept) == without_times(tiny_results)
+    assert lines[0] == f"resume {partial}: 22 of 22 units reused, 0 to run"
+    assert lines[1] == "reused (12):"
+    said = next(line for line in lines if "--keep-old-code" in line)
+    assert said.startswith("reused although recorded by other code, as --keep-old-code")
+    assert said.endswith("(10):")
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda text: text[: len(text) // 2], "it is not whole JSON (Unterminated"),
+        (lambda text: "[]", "it is JSON but not a run file"),
+        (lambda text: '{"units": {"lm/x/0": 1}}', "it is JSON but not a run file"),
+    ],
+    ids=["truncated", "a list", "units of another shape"],
+)
+def test_a_damaged_run_file_is_named_and_left_alone(
+    tiny_run, tmp_path, monkeypatch, capsys, damage, problem
+):
+    partial = tmp_path / "out.json.partial"
+    partial.write_text(damage(tiny_run[1].read_text()))
+    before = partial.read_bytes()
+    ran = _nothing_runs(monkeypatch)
+    with pytest.raises(ResumeError) as refused:
+        run_experiments(
+            TINY, device="cpu", progress=False, partial=partial, resume=True
+        )
+    message = str(refused.value)
+    assert message.startswith(f"cannot resume from {partial}: {problem}")
+    assert message.endswith(
+        "it is left as it is: mend it, or move it aside and run without --resume "
+        "to start afresh"
+    )
+    monkeypatch.setitem(experiments.PRESETS, "quick", TINY)
+    out = tmp_path / "out.json"
+    assert main(["--json", str(out), "--resume", "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert error == f"python -m pe_tutorial.experiments: error: {message}\n"
+    assert ran == [] and partial.read_bytes() == before and not out.exists()
+
+
+def test_cli_resume_refuses_other_code_unless_told_to_keep_it(
+    tiny_run, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setitem(experiments.PRESETS, "quick", TINY)
+    out = tmp_path / "out.json"
+    partial = _copy_run_file(tiny_run, tmp_path / "out.json.partial", old_code="p")
+    before = partial.read_bytes()
+    ran = _nothing_runs(monkeypatch)
+    command = ["--json", str(out), "--resume", "--device", "cpu", "--no-progress"]
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1  # one line
+    assert error.startswith(
+        f"python -m pe_tutorial.experiments: error: cannot resume from {partial}: "
+        "6 of its finished units were recorded by other code"
+    )
+    assert partial.read_bytes() == before and not out.exists()
+
+    assert main([*command, "--keep-old-code"]) == 0
+    printed = capsys.readouterr().out
+    assert f"resume {partial}: 22 of 22 units reused, 0 to run" in printed
+    assert "reused although recorded by other code, as --keep-old-code asks" in printed
+    assert ran == [] and out.is_file() and not partial.exists()
+
+    with pytest.raises(SystemExit):
+        main(["--json", str(out), "--keep-old-code"])
+    assert "--keep-old-code goes with --resume" in capsys.readouterr().err
+
+
+def _changed(value):
+    """Another value of the same kind, for walking a preset's fields."""
+    if value is None:
+        return 1
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value * 2 if value else 1
+    if isinstance(value, float):
+        return value / 2
+    if isinstance(value, str):
+        return value + "-changed"
+    if isinstance(value, tuple):
+        assert value, "give the walked preset a non-empty value here"
+        return value[:-1]
+    raise TypeError(f"no change for {value!r}: teach _changed its type")
+
+
+# set by the variant (scheme, norm, placement); the switches (None by default,
+# such as rope_scaling) only the schemes that read them may set, so a preset
+# sets them through an ablation, a Variant's changes (a unit's argument)
+RUNNER_SETS = {"scheme", "norm", "absolute"}
+
+
+def _field_changes(preset: Preset):
+    """(preset field, what changed, the changed preset) for every field of ``preset``:
+    the TrainConfig field by field, every ModelConfig field the ``model`` dict may
+    set, every key of a task's dict, any other field as a whole."""
+    for field in dataclasses.fields(Preset):
+        name, value = field.name, getattr(preset, field.name)
+        if name == "model":
+            built = ModelConfig(**{"max_positions": preset.train.seq_len, **value})
+            for f in dataclasses.fields(ModelConfig):
+                if f.name not in RUNNER_SETS and f.default is not None:
+                    model = {**value, f.name: _changed(getattr(built, f.name))}
+                    yield name, f"model[{f.name!r}]", replace(preset, model=model)
+        elif dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):
+                changed = replace(value, **{f.name: _changed(getattr(value, f.name))})
+                yield name, f"{name}.{f.name}", replace(preset, **{name: changed})
+        elif isinstance(value, dict):
+            assert value, f"give the walked preset a {name}"
+            for key, item in value.items():
+                changed = {**value, key: _changed(item)}
+                yield name, f"{name}[{key!r}]", replace(preset, **{name: changed})
+        else:
+            yield name, name, replace(preset, **{name: _changed(value)})
+
+
+def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatch):
+    """Walk every Preset field (TrainConfig and ModelConfig fields one by one): a
+    change moves the fingerprint of exactly the units whose kind reads the field.
+    A unit cannot read a field its kind leaves out (the next test), so every
+    setting a unit reads is in its fingerprint, a field added later included."""
+    cached = functools.cache(stdlib_corpus)
+    monkeypatch.setitem(experiments.CORPORA, "stdlib", cached)
+    monkeypatch.setitem(experiments.CORPORA, "shakespeare", cached)
+    # every kind of unit, and every tuple field non-empty (a change drops its last)
+    walked = replace(
+        TINY,
+        learning_rate_schemes=("rope",),
+        learning_rates=(1e-3,),
+        ablations=(("alibi", (("num_layers", 2),)),),
+        language_schemes=("alibi",),
+    )
+
+    def fingerprints(preset):
+        plan = Runner(preset, torch.device("cpu"), progress=False).plan()
+        return {unit.key: (unit.kind, unit.fingerprint) for unit in plan}
+
+    base = fingerprints(walked)
+    assert {kind for kind, _ in base.values()} == set(units.KINDS)
+    read = {name for kind in units.KINDS for name in kind.reads}
+    walked_fields = set()
+    for name, what, changed in _field_changes(walked):
+        walked_fields.add(name)
+        after = fingerprints(changed)
+        common = base.keys() & after.keys()
+        assert {base[key][0] for key in common} == set(units.KINDS), what
+        for key in sorted(common):
+            kind, before = base[key]
+            moved = after[key][1] != before
+            assert moved == (name in kind.reads), (
+                f"changing {what} {'moved' if moved else 'left'} the fingerprint "
+                f"of {key} ({kind.name}, which reads {kind.reads})"
+            )
+    assert walked_fields == {f.name for f in dataclasses.fields(Preset)}
+    assert "finetune_steps" in read and "eval_windows" in read and "name" not in read
+
+
+def test_a_unit_reads_only_what_its_kind_declares():
+    runner = Runner(TINY, torch.device("cpu"), progress=False)
+    narrow = units.UnitKind("narrow look-back", ("model", "train", "multiples"))
+    with runner.reading(narrow), pytest.raises(units.UndeclaredRead) as refused:
+        runner.tasks.lookback(scheme="rope", seed=0)
+    assert str(refused.value) == (
+        "a narrow look-back unit read the preset's 'lookback', which its kind does "
+        "not declare, so its fingerprint would not see a change of it: add "
+        "'lookback' to the kind's reads in pe_tutorial/experiments/units.py"
+    )
+    # a property reads through the view; so do the corpora, read before the unit
+    with runner.reading(units.UnitKind("no lengths", ("train",))):
+        with pytest.raises(units.UndeclaredRead, match="'multiples'"):
+            _ = runner.preset.lengths
+    with runner.reading(units.LOOKBACK):
+        with pytest.raises(units.UndeclaredRead, match="a look-back unit read"):
+            runner.data("stdlib")
+    with runner.reading(units.LANGUAGE_MODEL):
+        assert runner.data("stdlib").segments.shape == (TINY.eval_windows, 33)
+    assert runner.preset is TINY  # outside a unit, the preset itself
+
+
+def test_a_fingerprint_holds_the_arguments_the_corpus_the_device_and_the_code():
+    variant = Variant("rope", "post", "every_layer", 1e-3, (("num_layers", 2),), "x")
+
+    def printed(variant=variant, seed=0, device_type="cpu", corpus=None):
+        return units.fingerprint(
+            units.LANGUAGE_MODEL,
+            TINY,
+            {"variant": variant, "seed": seed},
+            device_type=device_type,
+            corpus=corpus or {"source": "stdlib", "sha256": "0"},
+        )
+
+    base = printed()
+    assert base["code"] == units.code_version() and base["kind"] == "language model"
+    assert base == json.loads(json.dumps(base))  # as its file holds it
+    for field in dataclasses.fields(Variant):
+        value = _changed(getattr(variant, field.name))
+        assert printed(replace(variant, **{field.name: value})) != base, field.name
+    assert printed(seed=1) != base
+    assert printed(device_type="cuda") != base
+    assert printed(corpus={"source": "stdlib", "sha256": "1"}) != base
+    with pytest.raises(ValueError, match="takes a corpus if and only if"):
+        units.fingerprint(units.LOOKBACK, TINY, {}, device_type="cpu", corpus={})
+
+
+def test_the_code_version_ignores_docstrings_comments_and_layout_but_not_code():
+    source = (
+        '"""A module."""\n\nclass A:\n    """A class."""\n\n'
+        '    def f(self, x):\n        """Doc."""\n        return x + 1\n'
+    )
+    edited = (
+        '"""Another text."""\n# a comment\n\n\nclass A:\n    """Other."""\n\n'
+        "    def f(self, x):  # why\n        return (x +\n                1)\n"
+    )
+    changed = source.replace("x + 1", "x + 2")
+    assert units.source_digest(source) == units.source_digest(edited)
+    assert units.source_digest(source) != units.source_digest(changed)
+
+
+def test_the_code_version_covers_the_modules_the_units_run(tmp_path, monkeypatch):
+    names = {p.relative_to(units.PACKAGE).as_posix() for p in units.code_files()}
+    assert {
+        "_validation.py",
+        "devices.py",
+        "encodings/rope.py",
+        "encodings/rope_scaling.py",
+        "encodings/rope_bands.py",
+        "attention/core.py",
+        "lm/model.py",
+        "lm/registry.py",
+        "lm/data.py",
+        "lm/train.py",
+        "experiments/presets.py",
+        "experiments/units.py",
+        "experiments/runner.py",
+        "experiments/extensions.py",
+        "experiments/tasks.py",
+    } <= names
+    # the layers the units run, and not what stores units, reads results or times
+    assert {name.split("/")[0] for name in names} <= {
+        "_validation.py",
+        "devices.py",
+        "encodings",
+        "attention",
+        "lm",
+        "experiments",
+    }
+    assert not names & {
+        "__init__.py",
+        "experiments/__init__.py",
+        "experiments/cli.py",
+        "experiments/record.py",
+        "experiments/results.py",
+        "experiments/run.py",
+    }
+    # on a copy of the package: a docstring edit keeps the version, code does not
+    copy = tmp_path / "pe_tutorial"
+    shutil.copytree(
+        units.PACKAGE, copy, ignore=shutil.ignore_patterns("results", "__pycache__")
+    )
+    monkeypatch.setattr(units, "PACKAGE", copy)
+    version = units.code_version.__wrapped__
+    assert version() == units.code_version()
+    model = copy / "lm" / "model.py"
+    text = model.read_text()
+    model.write_text(text.replace('"""', '"""Edited. ', 1) + "\n# a comment\n")
+    assert version() == units.code_version()
+    model.write_text(text + "\nNEW_CONSTANT = 1\n")
+    assert version() != units.code_version()
+    (copy / "experiments" / "cli.py").write_text("CHANGED = 1\n")
+    model.write_text(text)
+    assert version() == units.code_version()
 
 
 def test_cli_resume_needs_a_run_to_resume_and_a_place_to_write(tmp_path, capsys):
@@ -447,9 +828,9 @@ def test_glue_with_myst_nb_hands_the_value_over(monkeypatch):
 
 
 def test_summary_of_one_seed_has_no_spread_and_a_missing_value_gives_none():
-    assert experiments._summary([3.5]) == {"mean": 3.5, "std": 0.0, "n": 1}
-    assert experiments._summary([1.0, None]) is None
-    assert experiments._summary([]) is None
+    assert summary([3.5]) == {"mean": 3.5, "std": 0.0, "n": 1}
+    assert summary([1.0, None]) is None
+    assert summary([]) is None
 
 
 def test_the_final_training_loss_is_recorded_in_bits(tiny_results):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pe_tutorial.experiments import _entry
+from pe_tutorial.experiments.results import entry as run_entry
 from pe_tutorial.lm.findings import (
     ONE_SEED,
     Gap,
@@ -31,7 +31,7 @@ def entry(name, by_seed, train_split=None):
         }
         for s, (v4, v8) in enumerate(by_seed)
     ]
-    return _entry({"scheme": name, "norm": "pre"}, runs)
+    return run_entry({"scheme": name, "norm": "pre"}, runs)
 
 
 A = entry("a", [(2.0, 2.1), (2.2, 2.3), (2.1, 2.2)], train_split=[1.9, 2.0, 2.1])

