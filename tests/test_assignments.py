@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 import textwrap
 import zipfile
@@ -424,15 +425,43 @@ def test_grading_survives_a_class(built, tmp_path, capsys):
     assert len(list(csv.DictReader(table.open()))) == 5
 
 
-# --- a student notebook opened alone, as on Colab -----------------------------------
+# --- the notebooks under Colab's conditions -----------------------------------------
+# On Colab the kernel works in /content and the notebook is not a file there, and Otter
+# takes the kernel for Colab's by its shell's class (google.colab._shell.Shell). The
+# notebooks run alone in an empty folder, never written there, in a kernel started with
+# Colab's kernel and shell classes (tools/assignments.py: fake_colab_kernel).
 
-PRETEND_COLAB = """\
-# the test's own cell: Otter takes a shell whose str() names google.colab for Colab's
-shell = get_ipython()
-shell.__class__ = type(
-    "Shell", (type(shell),), {"__repr__": lambda self: "<google.colab._shell.Shell>"}
-)
+PROBE = """\
+import glob, os
+import google.colab
+from otter.check.utils import IPythonInterpreter
+print(repr(str(get_ipython())), IPythonInterpreter.COLAB.value.running(), os.getcwd())
+print(sorted(glob.glob("*") + glob.glob(".*")))
 """
+
+
+def test_the_fake_colab_kernel_is_colab_to_otter(tmp_path):
+    """What Otter sees: google.colab imports, get_ipython() is Colab's shell class, the
+    kernel works in the empty folder, and no notebook file is there."""
+    import nbformat
+
+    kernels = assignments.fake_colab_kernel(tmp_path / "fake")
+    folder = tmp_path / "content"
+    folder.mkdir()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
+    node = assignments.run_as_on_colab(notebook, folder, kernels)
+    text = "".join(output.get("text", "") for output in node.cells[0].outputs)
+    assert "<google.colab._shell.Shell object at" in text, node.cells[0].outputs
+    assert f"True {folder}" in text
+    assert text.rstrip().endswith("[]"), text  # nothing in the working directory
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_student_and_solutions_notebooks_run_on_colab(built, name):
+    """Each alone, its file absent: no cell raises, every check of the solutions passes,
+    and the last cell says how to hand in on Colab."""
+    problems = assignments.check_colab(built / name)
+    assert problems == [], "\n".join(problems)
 
 
 def solved_student_notebook(
@@ -463,57 +492,61 @@ def execute_in(node, folder: Path) -> None:
     ).execute()
 
 
-def run_alone_as_on_colab(notebook: dict, name: str, folder: Path) -> list[str]:
-    """Run ``notebook`` as ``folder/NAME.ipynb``, the only file there, in Colab mode;
-    return the text each code cell printed or showed."""
-    import nbformat
-
-    assert not any(folder.iterdir())
-    node = nbformat.reads(json.dumps(notebook), as_version=4)
-    node.cells.insert(0, nbformat.v4.new_code_cell(PRETEND_COLAB))
-    path = folder / f"{name}.ipynb"
-    nbformat.write(node, path)
-    execute_in(node, folder)
-    texts = []
-    for cell in node.cells[1:]:
-        if cell.cell_type != "code":
-            continue
-        text = ""
-        for output in cell.outputs:
-            text += output.get("text", "") + output.get("data", {}).get(
-                "text/plain", ""
-            )
-        texts.append(text)
-    return texts
-
-
-def test_a_student_notebook_alone_checks_itself_on_colab(built, tmp_path):
-    folder = tmp_path / "colab"
-    folder.mkdir()
-    texts = run_alone_as_on_colab(
-        solved_student_notebook(built, "alibi"), "alibi", folder
-    )
-    checks = [t for t in texts if "results" in t]
-    assert len(checks) >= 2 and all("All test cases passed" in t for t in checks), (
-        checks
-    )
-    assert sorted(p.name for p in (folder / "tests").iterdir()) == ["q1.py", "q2.py"]
-    from pe_tutorial.course import COLAB_HAND_IN
-
-    assert any(COLAB_HAND_IN in t for t in texts)
-
-
-def test_a_wrong_answer_fails_its_check_alone_on_colab(built, tmp_path):
+def test_a_wrong_answer_fails_its_check_on_colab(built, tmp_path):
+    """The student notebook answered, with slopes right only for powers of two: q1's
+    check shows the diagnosis, and the check (held to the solutions' standard) says so."""
     wrong = {
         "def alibi_slopes": "def alibi_slopes(num_heads):\n"
         "    return torch.tensor([2.0 ** (-(h + 1)) for h in range(num_heads)])\n"
     }
     notebook = solved_student_notebook(built, "alibi", wrong=wrong)
-    folder = tmp_path / "colab"
+    folder = tmp_path / "content"
     folder.mkdir()
-    texts = run_alone_as_on_colab(notebook, "alibi", folder)
-    q1 = next(t for t in texts if t.startswith("q1 results"))
+    kernels = assignments.fake_colab_kernel(tmp_path / "fake")
+    node = assignments.run_as_on_colab(notebook, folder, kernels)
+    q1 = next(
+        "".join(
+            o.get("text", "") + o.get("data", {}).get("text/plain", "")
+            for o in c.outputs
+        )
+        for c in node.cells
+        if "".join(c.source) == 'grader.check("q1")'
+    )
     assert "All test cases passed" not in q1 and "fn(" in q1, q1
+    problems = assignments.colab_problems(node, "alibi", "solutions", folder)
+    assert problems and not any(" raised " in p for p in problems), problems
+    assert problems[0].startswith(
+        'alibi (solutions, on Colab): `grader.check("q1")` failed q1'
+    ), problems
+
+
+def test_the_check_names_an_init_cell_that_needs_the_notebook_file(built, tmp_path):
+    """Otter given the notebook's path on Colab, where that file is not: the check says
+    which line raised what (the bug it guards against)."""
+    notebook = json.loads((built / "alibi" / "student" / "alibi.ipynb").read_text())
+    init = next(
+        c for c in notebook["cells"] if "otter.Notebook(" in "".join(c["source"])
+    )
+    init["source"], seeded = re.subn(
+        r"if os\.path\.isfile.*",
+        'grader = otter.Notebook("alibi.ipynb")',
+        "".join(init["source"]),
+        flags=re.S,
+    )
+    assert seeded == 1
+    folder = tmp_path / "content"
+    folder.mkdir()
+    kernels = assignments.fake_colab_kernel(tmp_path / "fake")
+    node = assignments.run_as_on_colab(notebook, folder, kernels)
+    problems = assignments.colab_problems(node, "alibi", "student", folder)
+    assert len(problems) == 1, problems
+    assert re.fullmatch(
+        r"alibi \(student, on Colab\): cell \d+ of \d+ at "
+        r'`grader = otter\.Notebook\("alibi\.ipynb"\)` raised FileNotFoundError: '
+        r"\[Errno 2\] No such file or directory: 'alibi\.ipynb' "
+        r"\(and \d+ later cell\(s\) raised too\)",
+        problems[0],
+    ), problems
 
 
 def test_the_package_ships_the_public_tests_otter_assign_writes(built):

@@ -6,6 +6,7 @@ which name the usual mistake) and hidden tests. From the repository root::
 
     python tools/assignments.py build [--out _build/assignments] [--fast] [NAME ...]
     python tools/assignments.py grade NAME SUBMISSIONS [--out grades.csv]
+    python tools/assignments.py check-colab [--built _build/assignments] [NAME ...]
 
 ``build`` runs ``otter assign`` on every master (or the NAMEs given) and writes
 
@@ -25,6 +26,13 @@ time limit), and appends to a grade table as each one finishes: one row per
 submission with its status (graded, failed, timed out), points per question
 and the reason when it was not graded. A feedback file per student holds the
 checks' diagnoses. A run that stops continues where it stopped.
+
+``check-colab`` runs each built student and solutions notebook under Colab's
+conditions (``run_as_on_colab``): its file absent from the kernel's working
+directory, an empty folder, and a kernel whose shell is a
+``google.colab._shell.Shell``, so that ``google.colab`` imports and Otter takes
+it for Colab. No cell may raise, every ``grader.check`` of the solutions must
+pass, and the last cell must say how to hand in on Colab.
 """
 
 from __future__ import annotations
@@ -566,6 +574,182 @@ def check_autograders(built: Path, venv: Path) -> list[str]:
     return problems
 
 
+# --- the notebooks under Colab's conditions -------------------------------------------
+
+# Colab starts ipykernel with its own kernel class, google.colab._kernel.Kernel, whose
+# shell class is google.colab._shell.Shell (a ZMQInteractiveShell); Otter takes the
+# kernel for Colab's when str(get_ipython()) names "google.colab". These stand-ins
+# have the same module and class names and are started the same way (the kernel
+# class picks the shell class); they add nothing else of Colab's.
+FAKE_COLAB = {
+    "google/colab/__init__.py": '"""A stand-in for Colab\'s google.colab (tools/assignments.py)."""\n',
+    "google/colab/_shell.py": (
+        '"""A stand-in for Colab\'s shell class."""\n\n'
+        "from ipykernel import zmqshell\n\n\n"
+        "class Shell(zmqshell.ZMQInteractiveShell):\n"
+        '    """What get_ipython() returns on Colab, by module and class name."""\n'
+    ),
+    "google/colab/_kernel.py": (
+        '"""A stand-in for Colab\'s kernel class."""\n\n'
+        "from ipykernel import ipkernel\n"
+        "from traitlets import Type\n\n"
+        "from google.colab import _shell\n\n\n"
+        "class Kernel(ipkernel.IPythonKernel):\n"
+        "    shell_class = Type(_shell.Shell)\n"
+    ),
+}
+COLAB_KERNEL = "fake-colab"
+
+
+def fake_colab_kernel(root: Path) -> Path:
+    """A kernelspec ``fake-colab`` under ``root/kernels`` (returned) that starts this
+    Python's ipykernel with Colab's kernel class, ``google.colab`` importable from
+    ``root/site`` (a namespace package ``google``, as Colab installs it)."""
+    site = root / "site"
+    for relative, source in FAKE_COLAB.items():
+        (site / relative).parent.mkdir(parents=True, exist_ok=True)
+        (site / relative).write_text(source)
+    spec = root / "kernels" / COLAB_KERNEL
+    spec.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
+    kernel = {
+        "argv": [
+            sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            "--IPKernelApp.kernel_class=google.colab._kernel.Kernel",
+        ],
+        "display_name": "Python 3 (Colab's shell, faked)",
+        "language": "python",
+        "env": {"PYTHONPATH": path},
+    }
+    (spec / "kernel.json").write_text(json.dumps(kernel, indent=1))
+    return root / "kernels"
+
+
+def run_as_on_colab(notebook: dict, folder: Path, kernels: Path, timeout: int = 300):
+    """Execute ``notebook`` (its JSON) as Colab does: the kernel works in ``folder``,
+    which must be empty (no notebook file is written there), with Colab's shell class.
+    Every cell runs even after an error; returns the executed ``NotebookNode``."""
+    import nbformat
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+    from nbclient import NotebookClient
+
+    if any(folder.iterdir()):
+        raise ValueError(
+            f"{folder} is not empty: {sorted(p.name for p in folder.iterdir())}"
+        )
+    node = nbformat.reads(json.dumps(notebook), as_version=4)
+    specs = KernelSpecManager(kernel_dirs=[str(kernels)])
+    manager = KernelManager(kernel_name=COLAB_KERNEL, kernel_spec_manager=specs)
+    NotebookClient(
+        node,
+        km=manager,
+        timeout=timeout,
+        allow_errors=True,
+        resources={"metadata": {"path": str(folder)}},
+    ).execute(cleanup_kc=True)  # the kernel is shut down, though the manager is ours
+    return node
+
+
+def _outputs_text(cell) -> str:
+    return "".join(
+        output.get("text", "") + output.get("data", {}).get("text/plain", "")
+        for output in cell.get("outputs", [])
+        if output["output_type"] != "error"
+    )
+
+
+def _failing_line(traceback: list[str]) -> str:
+    """The line of the cell where an error was raised (IPython marks it ``---> N``
+    under ``Cell In[K], line N``; frames of libraries and chained errors are skipped)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(traceback))
+    found = re.search(r"^Cell In\[\d+\].*\n(?:.*\n)*?-*>\s*\d+\s+(.*)$", text, re.M)
+    return found.group(1).strip() if found else ""
+
+
+def colab_problems(node, name: str, version: str, folder: Path) -> list[str]:
+    """What went wrong when ``node`` ran under Colab's conditions (``run_as_on_colab``)."""
+    from pe_tutorial.course import COLAB_HAND_IN
+
+    where = f"{name} ({version}, on Colab)"
+    code = [cell for cell in node.cells if cell.cell_type == "code"]
+    errors = [
+        (index, output)
+        for index, cell in enumerate(node.cells)
+        for output in cell.get("outputs", [])
+        if output["output_type"] == "error"
+    ]
+    problems = []
+    if errors:
+        index, first = errors[0]
+        line = _failing_line(first.get("traceback", []))
+        at = f" at `{line}`" if line else ""
+        later = (
+            f" (and {len(errors) - 1} later cell(s) raised too)"
+            if len(errors) > 1
+            else ""
+        )
+        problems.append(
+            f"{where}: cell {index + 1} of {len(node.cells)}{at} raised "
+            f"{first['ename']}: {first['evalue']}{later}"
+        )
+    checks = [
+        (cell, re.findall(r"^(\w+) results:(.*)$", _outputs_text(cell), re.M))
+        for cell in code
+        if cell_source(cell).lstrip().startswith("grader.check")
+    ]
+    for cell, results in checks:
+        if not results and not errors:
+            problems.append(f"{where}: `{cell_source(cell).strip()}` showed no results")
+    if version == "solutions":
+        for cell, results in checks:
+            failed = [q for q, rest in results if "All test cases passed" not in rest]
+            if failed:
+                problems.append(
+                    f"{where}: `{cell_source(cell).strip()}` failed {', '.join(failed)}:\n"
+                    + _outputs_text(cell)
+                )
+    last_raised = code and any(o["output_type"] == "error" for o in code[-1].outputs)
+    if not last_raised and (not code or COLAB_HAND_IN not in _outputs_text(code[-1])):
+        problems.append(
+            f"{where}: the last cell did not say how to hand in on Colab "
+            f"(did Otter take the kernel for Colab's?); it showed {_outputs_text(code[-1])!r}"
+            if code
+            else f"{where}: no code cell"
+        )
+    written = sorted(p.name for p in (folder / "tests").glob("*.py"))
+    if not written:
+        problems.append(f"{where}: no public tests were written into ./tests")
+    if (folder / f"{name}.ipynb").exists():
+        problems.append(f"{where}: {name}.ipynb appeared in the working directory")
+    return problems
+
+
+def check_colab(result: Path) -> list[str]:
+    """Run assignment ``result``'s student and solutions notebooks under Colab's
+    conditions, each alone in an empty folder; return the problems (none: both ran
+    with no cell error, the solutions passed every check, and both said how to hand in)."""
+    name = result.name
+    versions = {
+        "student": result / "student" / f"{name}.ipynb",
+        "solutions": result / "autograder" / f"{name}.ipynb",
+    }
+    problems = []
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        kernels = fake_colab_kernel(root)
+        for version, path in versions.items():
+            folder = root / version / "content"
+            folder.mkdir(parents=True)
+            node = run_as_on_colab(json.loads(path.read_text()), folder, kernels)
+            problems += colab_problems(node, name, version, folder)
+    return problems
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -609,6 +793,16 @@ def main(argv: list[str] | None = None) -> None:
     zips_parser.add_argument(
         "--venv", type=Path, default=ROOT / "_build" / "autograder-venv"
     )
+    colab_parser = commands.add_parser(
+        "check-colab",
+        help="run each student and solutions notebook as on Colab (its file absent)",
+    )
+    colab_parser.add_argument(
+        "names", nargs="*", help="assignments to check (default: all built)"
+    )
+    colab_parser.add_argument(
+        "--built", type=Path, default=ROOT / "_build" / "assignments"
+    )
     one_parser = commands.add_parser("grade-one", help=argparse.SUPPRESS)
     one_parser.add_argument("submission", type=Path)
     one_parser.add_argument("autograder", type=Path)
@@ -624,6 +818,20 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.command == "check-autograders":
         problems = check_autograders(args.built, args.venv)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            raise SystemExit(1)
+        return
+    if args.command == "check-colab":
+        names = args.names or sorted(
+            p.name for p in args.built.iterdir() if (p / "student").is_dir()
+        )
+        problems = []
+        for name in names:
+            found = check_colab(args.built / name)
+            print(f"{name}: {'ok' if not found else 'FAILED'} on Colab")
+            problems += found
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         if problems:

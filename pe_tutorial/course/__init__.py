@@ -8,8 +8,12 @@ So the public tests ``otter assign`` writes (no hidden ones) ship inside this
 package (``assignment_tests.json``, refreshed by ``make assignments``), and each
 student notebook's setup cell calls ``write_public_tests(NAME)``.
 
-``export(grader)`` is the notebook's last cell: Otter's zip where Otter can
-export, and on Colab, where it cannot, how to hand in the notebook itself.
+The notebook's setup cell gives Otter the notebook's path only when that file
+is in the working directory: on Colab it is not (the kernel runs in
+``/content``; the notebook lives in Drive or in the browser), and Otter 7 reads
+the path it is given. ``export(grader)`` is the notebook's last cell: Otter's
+zip where Otter can export, and on Colab, where it cannot, how to hand in the
+notebook itself (File > Download > Download .ipynb).
 """
 
 from __future__ import annotations
@@ -61,11 +65,27 @@ def write_public_tests(name: str, folder: str | Path = ".") -> Path:
     return tests
 
 
+NO_NOTEBOOK_FILE = (
+    "Otter cannot tell which notebook to put in the zip: this notebook's file is not "
+    "in the working directory under its own name, alone. Hand in the notebook itself: "
+    "save it and submit the .ipynb file, or call grader.export('NAME.ipynb') with its name."
+)
+
+
 def export(grader) -> None:
-    """Otter's submission zip (tests run first); on Colab, how to hand in the notebook."""
+    """Otter's submission zip (tests run first); on Colab, how to hand in the notebook.
+
+    Off Colab, a notebook whose file Otter cannot find (renamed, beside other
+    notebooks) gets the same advice instead of a traceback.
+    """
     from otter.check.utils import IPythonInterpreter
 
     if grader.interpreter is IPythonInterpreter.COLAB:
         print(COLAB_HAND_IN)
         return
-    grader.export(pdf=False, run_tests=True)
+    try:
+        grader.export(pdf=False, run_tests=True)
+    except ValueError as error:
+        if "Could not resolve notebook path" not in str(error):
+            raise
+        print(NO_NOTEBOOK_FILE)
