@@ -185,7 +185,8 @@ def test_show_invites_a_gpu_run_once_per_process(tmp_path, capsys, monkeypatch):
     )
     benchmarks.show(live, directory=tmp_path)
     first = capsys.readouterr().out
-    assert "python -m pe_tutorial.benchmarks --all --record" in first
+    assert "!python -m pe_tutorial.benchmarks --all --record --out pe-timings" in first
+    assert "Drive" in first and "pe_tutorial/results/" in first  # kept, and given back
     benchmarks.show(live, directory=tmp_path)
     assert "--all --record" not in capsys.readouterr().out
     # a recorded GPU run is an answer already: no invitation beside it

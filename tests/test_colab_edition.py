@@ -152,3 +152,21 @@ def test_strict_mode_wants_every_glued_value(tmp_path):
         colab_edition.build(
             tmp_path / "out", executed=tmp_path, assignments=None, ref="r", strict=True
         )
+
+
+def test_each_chapter_asks_for_a_gpu_and_says_what_uses_it(edition):
+    for name, notebook in edition.items():
+        assert notebook["metadata"]["accelerator"] == "GPU", name
+        assert notebook["metadata"]["colab"]["gpuType"] == "T4", name
+        first_cells = text({"cells": notebook["cells"][:3]})
+        assert "GPU runtime" in first_cells and "timing cells" in first_cells, name
+
+
+def test_the_install_cell_says_what_it_does_on_colab(edition):
+    for name, notebook in edition.items():
+        first = "".join(
+            next(c for c in notebook["cells"] if c["cell_type"] == "code")["source"]
+        )
+        assert "checkout" not in first, name  # there is none on Colab
+        assert first.startswith("# pe_tutorial at the commit this Colab edition"), name
+        compile(first, name, "exec")

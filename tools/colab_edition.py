@@ -23,7 +23,8 @@ In every markdown cell:
 
 The first code cell (the install cell) installs the package at the same
 commit from the repository in ``_config.yml``, so a fork's edition installs
-the fork. The student notebooks of the assignments (``otter assign``'s
+the fork. Each chapter's metadata asks Colab for a GPU runtime, and a note
+under its title says that only the timing cells use it. The student notebooks of the assignments (``otter assign``'s
 output) are copied beside the chapters. ``OUT`` mirrors the repository:
 ``OUT/book/NN_name.ipynb`` and ``OUT/book/assignments/NAME.ipynb``; the deploy
 workflow pushes the repository with these files in place to the ``colab``
@@ -297,11 +298,51 @@ class Converter:
         return self.roles(self.directives(text, here))
 
 
+# The edition's install cell, true for where it runs: a Colab runtime has no checkout,
+# so the cell installs the commit the edition was made from, unless the package is
+# importable already (a runtime that ran it once).
+EDITION_INSTALL = """\
+# pe_tutorial at the commit this Colab edition was made from, installed from the
+# book's repository when it is not importable yet (a fresh Colab runtime).
+import importlib.util
+import subprocess
+import sys
+
+PACKAGE = {package}
+if importlib.util.find_spec("pe_tutorial") is None:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", PACKAGE])"""
+
+# Colab reads these to open the notebook on a GPU runtime (Runtime > Change runtime type
+# shows the choice); the free tier's GPU is a T4.
+GPU_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
+
+GPU_NOTE = (
+    "*This notebook asks Colab for a GPU runtime (Runtime > Change runtime type shows "
+    "it; a T4 on the free tier). Only the timing cells use the GPU, and say which "
+    "device they ran on; every other cell runs on a CPU as well, only slower where "
+    "it trains.*"
+)
+
+
 def install_cell(source: str, package: str) -> str:
+    """The edition's install cell, in place of the chapter's (which looks for a checkout)."""
     if not PACKAGE_LINE.search(source):
         raise ValueError(
             'the install cell has no PACKAGE = "..." line to point at the repository'
         )
+    return EDITION_INSTALL.format(package=json.dumps(package))
+
+
+def pin_package(source: str, package: str) -> str:
+    """A student notebook's install cell with ``PACKAGE`` at the edition's commit."""
+    if not PACKAGE_LINE.search(source):
+        raise ValueError(
+            'the install cell has no PACKAGE = "..." line to point at the repository'
+        )
+    source = source.replace(
+        "# pe_tutorial from the checkout this notebook sits in, else the published package;",
+        "# pe_tutorial from the checkout this notebook sits in, else the book's own commit;",
+    )
     return PACKAGE_LINE.sub(f"PACKAGE = {json.dumps(package)}", source)
 
 
@@ -333,15 +374,17 @@ def convert(
             f"{path.name}: the build glued no value for {sorted(set(converter.missing))}; "
             "build the book first (make book)"
         )
+    notes = [GPU_NOTE]
     if glue:
-        note = (
-            "*This is the Colab edition of a chapter of the book. Numbers quoted in the text "
-            "are those of the book's build; run the cells to get your own (after a run, "
-            "`pe_tutorial.pages.glue.GLUED` holds each quoted value by its name).*"
+        notes.insert(
+            0,
+            "*This is the Colab edition of a chapter of the book. Numbers quoted in the "
+            "text are those of the book's build; run the cells to get your own (after a "
+            "run, `pe_tutorial.pages.glue.GLUED` holds each quoted value by its name).*",
         )
-        edition["cells"].insert(
-            1, {"cell_type": "markdown", "metadata": {}, "source": note}
-        )
+    edition["cells"].insert(
+        1, {"cell_type": "markdown", "metadata": {}, "source": "\n\n".join(notes)}
+    )
     if converter.cited:
         references = "## References\n\n" + "\n".join(
             f"- {bib.reference(k)}" for k in converter.cited
@@ -352,7 +395,7 @@ def convert(
     for cell in edition["cells"]:
         cell.pop("id", None)
     edition["nbformat_minor"] = min(edition.get("nbformat_minor", 4), 4)
-    edition.setdefault("metadata", {})["colab"] = {"provenance": []}
+    edition.setdefault("metadata", {}).update(copy.deepcopy(GPU_METADATA))
     return edition
 
 
@@ -406,7 +449,7 @@ def build(
                 # the public tests come with the package (pe_tutorial.course), so
                 # only the install cell changes: it installs the book's own commit
                 if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
-                    cell["source"] = install_cell(source, package)
+                    cell["source"] = pin_package(source, package)
             target = out / "book" / "assignments" / student.name
             target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
             written.append(target)

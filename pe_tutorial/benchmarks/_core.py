@@ -414,9 +414,12 @@ def _title(run: SuiteResult, what: str) -> str:
 # The invitation to record a GPU is printed once per process: once per chapter.
 _invited: set[str] = set()
 INVITATION = (
-    "On a GPU (Colab's included), one command times every suite and adds your "
-    "device's tables to every chapter:\n"
-    "  python -m pe_tutorial.benchmarks --all --record"
+    "On a GPU (Colab's included), one command times every suite and writes one file\n"
+    "per suite for your device. In a notebook cell (a shell drops the '!'):\n"
+    "  !python -m pe_tutorial.benchmarks --all --record --out pe-timings\n"
+    "On Colab the runtime's files go when it ends: give --out a folder of your mounted\n"
+    "Drive, or download pe-timings/. To add your device's tables to the book, open a\n"
+    "pull request that puts those files in pe_tutorial/results/ (README: Timing suites)."
 )
 
 
