@@ -34,12 +34,17 @@ def sinusoidal_loop(num_positions, dim, *, mistake=None):
     table = torch.zeros(num_positions, dim, dtype=torch.float64)
     for p in range(num_positions):
         for i in range(dim // 2):
-            exponent = {"i/d": i / dim, "4i/d": 4 * i / dim}.get(mistake, 2 * i / dim)
+            exponent = {
+                "i/d": i / dim,
+                "4i/d": 4 * i / dim,
+                # tensor2tensor's and fairseq's spacing of the frequencies
+                "tensor2tensor": i / (dim // 2 - 1),
+            }.get(mistake, 2 * i / dim)
             angle = p / 10000**exponent
             s, c = math.sin(angle), math.cos(angle)
             if mistake == "swap":
                 s, c = c, s
-            if mistake == "concatenate":
+            if mistake in ("concatenate", "tensor2tensor"):
                 table[p, i], table[p, dim // 2 + i] = s, c
             else:
                 table[p, 2 * i], table[p, 2 * i + 1] = s, c
@@ -67,7 +72,13 @@ def test_the_reference_passes_every_check():
     [
         (
             "concatenate",
-            "all sines come first and then all cosines: the concatenated layout, which tensor2tensor and fairseq use",
+            "all sines come first and then all cosines: the concatenated layout, "
+            "the same columns in another order",
+        ),
+        (
+            "tensor2tensor",
+            "this is tensor2tensor's and fairseq's table: all sines first, then all "
+            "cosines, with omega_i = 10000 ** (-i / (dim/2 - 1))",
         ),
         ("swap", "sin and cos are swapped"),
         ("i/d", "yours look like 10000 ** (-i / dim)"),

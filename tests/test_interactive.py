@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from pe_tutorial.encodings.absolute import sinusoidal_encoding
-from pe_tutorial.encodings.alibi import alibi_bias
+from pe_tutorial.encodings.alibi import alibi_bias, alibi_slopes
 from pe_tutorial.encodings.relative import t5_relative_position_bucket
 from pe_tutorial.encodings.rope import apply_rope, rope_frequencies
 from pe_tutorial.encodings.rope_scaling import scaled_rope_frequencies
@@ -26,15 +26,50 @@ def test_the_alibi_figure_draws_the_packages_bias_for_every_slider_setting(heads
     seq = 16
     expressions = interactive.alibi_expressions(16)
     want = alibi_bias(heads, seq)
-    for head in sorted({1, 2, heads, 16}):  # a head past the count shows the last
-        shown = min(head, heads)
+    # heads counted from 0, as in chapter 7; a head past the count shows the last
+    for head in sorted({0, 1, heads - 1, heads, 15}):
+        shown = min(head, heads - 1)
+        assert interactive.evaluate(
+            expressions["shown"], {}, heads=heads, head=head
+        ) == (shown)
         for i, j in [(0, 0), (5, 2), (15, 0), (15, 14), (9, 9)]:
             datum = {"i": i, "j": j}
             datum["slope"] = interactive.evaluate(
                 expressions["slope"], datum, heads=heads, head=head
             )
             bias = interactive.evaluate(expressions["bias"], datum)
-            assert bias == pytest.approx(float(want[shown - 1, i, j]), rel=1e-6)
+            assert bias == pytest.approx(float(want[shown, i, j]), rel=1e-6)
+
+
+def test_the_alibi_sliders_count_heads_from_0_and_name_the_steepest_truthfully():
+    max_heads = 16
+    spec = interactive.alibi_figure(max_heads=max_heads).to_dict()
+    sliders = {p["name"]: p for p in spec["params"]}
+    # the head slider starts at head 0 and never reaches past the last head
+    assert sliders["head"]["value"] == 0
+    assert sliders["head"]["bind"]["min"] == 0
+    assert sliders["head"]["bind"]["max"] == max_heads - 1
+    assert sliders["heads"]["bind"]["min"] == 1
+    assert sliders["heads"]["bind"]["max"] == max_heads
+    # ... and its upper end follows the number of heads: heads - 1
+    follows = spec["usermeta"][interactive.SLIDER_FOLLOWS]
+    assert follows == {"head": {"signal": "heads", "offset": -1}}
+    html = interactive.figure_html(interactive.alibi_figure(), name="x")
+    assert "view.addSignalListener(link.signal, update)" in html
+    assert f'(spec.usermeta || {{}})["{interactive.SLIDER_FOLLOWS}"]' in html
+    # no label claims that the first head is the steepest
+    assert "steepest" not in sliders["head"]["bind"]["name"]
+    expressions = interactive.alibi_expressions(max_heads)
+    assert expressions["steepest"] in expressions["title"]
+    assert expressions["slope"] in expressions["title"]
+    for heads in range(1, max_heads + 1):
+        slopes = alibi_slopes(heads)
+        steepest = interactive.evaluate(expressions["steepest"], {}, heads=heads)
+        assert steepest == int(slopes.argmax())
+        assert float(slopes[int(steepest)]) == float(slopes.max())
+    # with 12 heads the steepest is head 8, the first of the interleaved four
+    assert interactive.evaluate(expressions["steepest"], {}, heads=12) == 8
+    assert interactive.evaluate(expressions["steepest"], {}, heads=8) == 0
 
 
 @pytest.mark.parametrize("p", [0, 7, 100])

@@ -298,6 +298,47 @@ def test_cope_matches_a_loop(k_len, q_drop, num_positions, seed):
     assert torch.allclose(got_bias * causal, bias, atol=1e-5)
 
 
+def released_cope_logits(q, k, pos_emb, *, nodiv=False):
+    """The attention logits of CoPE's released code (facebookresearch/RAM,
+    ``projects/cope/src/cope/context_position.py``, one head, causal), written
+    out again: gates ``sigmoid(q k^T / sqrt(D))``, positions summed from the
+    right, ``q . e`` interpolated; by default ``(q k^T + q . e[p]) / sqrt(D)``,
+    with ``nodiv`` (``--cope-nodiv``, the paper's listing) ``q . e[p]`` undivided."""
+    L, D = q.shape
+    mask = torch.ones(L, L, dtype=q.dtype).tril()
+    gate_logits = q @ k.T
+    gates = torch.sigmoid(gate_logits / math.sqrt(D)) * mask
+    positions = gates.flip(-1).cumsum(dim=-1).flip(-1).clamp(max=pos_emb.shape[1] - 1)
+    fixed = q @ pos_emb  # (L, npos)
+    ceil, floor = positions.ceil().long(), positions.floor().long()
+    weight = positions - floor
+    pos_logits = fixed.gather(-1, ceil) * weight + fixed.gather(-1, floor) * (
+        1 - weight
+    )
+    if nodiv:
+        return gate_logits / math.sqrt(D) + pos_logits
+    return (gate_logits + pos_logits) / math.sqrt(D)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cope_scales_the_position_term_as_the_released_code_does(seed):
+    # chapter 8: the package divides q . e[p] by sqrt(D), the released code's
+    # default; the paper's listing (--cope-nodiv) gives the same with e / sqrt(D)
+    torch.manual_seed(seed)
+    L, D, npos = 9, 8, 6
+    q, k = torch.randn(2, L, D, dtype=torch.float64) * 2
+    table = torch.randn(npos, D, dtype=torch.float64)
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    ours = q @ k.T / math.sqrt(D) + cope_bias(q, k, table).double()
+    released = released_cope_logits(q, k, table.T)
+    assert torch.allclose(ours[causal], released[causal], atol=1e-5)
+    listing = released_cope_logits(q, k, table.T / math.sqrt(D), nodiv=True)
+    assert torch.allclose(ours[causal], listing[causal], atol=1e-5)
+    # the undivided form with the same table is a different score
+    undivided = released_cope_logits(q, k, table.T, nodiv=True)
+    assert not torch.allclose(ours[causal], undivided[causal], atol=1e-3)
+
+
 def test_cope_positions_count_gates_backwards_from_the_query():
     torch.manual_seed(0)
     q, k = torch.randn(1, 2, 12, 8), torch.randn(1, 2, 12, 8)

@@ -1,4 +1,14 @@
-"""Checks for chapters 4 and 5: the sinusoidal table and the matrix that shifts it."""
+"""Checks for chapters 4 and 5: the sinusoidal table and the matrix that shifts it.
+
+Two tables put all the sines first and then all the cosines. With this book's
+frequencies ``omega_i = 10000 ** (-2i / dim)`` that is the same columns in
+another order (the concatenated layout): as good for a model, but not the
+layout asked for. tensor2tensor's ``get_timing_signal_1d`` and fairseq's
+``SinusoidalPositionalEmbedding`` concatenate too, but space their frequencies
+as ``10000 ** (-i / (dim/2 - 1))``, which "differs slightly from the
+description in Section 3.5" of the paper (fairseq's docstring): their columns
+are other columns, not these in another order. The check names each.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +42,15 @@ def _sinusoidal_variant(num_positions, dim, *, exponent, layout, swap=False):
 
 def _two_i(i):
     return 2 * i
+
+
+def _tensor2tensor(num_positions: int, dim: int) -> torch.Tensor:
+    """tensor2tensor's and fairseq's table: sines, then cosines, of the angles
+    ``p * 10000 ** (-i / (dim/2 - 1))`` (the slowest frequency exactly 1/10000)."""
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    omega = 10000.0 ** (-i / max(dim // 2 - 1, 1))
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega
+    return torch.cat((angles.sin(), angles.cos()), dim=-1)
 
 
 def check_sinusoidal(fn: Callable[[int, int], torch.Tensor]) -> None:
@@ -69,11 +88,19 @@ def check_sinusoidal(fn: Callable[[int, int], torch.Tensor]) -> None:
             (
                 variant(exponent=_two_i, layout="concatenated"),
                 "all sines come first and then all cosines: the concatenated "
-                "layout, which tensor2tensor and fairseq use (the same columns "
-                "in another order, as good for a model), but not the one asked "
-                "for here, the "
-                "interleaved layout of this book: column 2i is sin(p omega_i), "
-                "column 2i + 1 is cos(p omega_i)",
+                "layout, the same columns in another order (as good for a "
+                "model), but not the one asked for here, the interleaved layout "
+                "of this book: column 2i is sin(p omega_i), column 2i + 1 is "
+                "cos(p omega_i)",
+            ),
+            (
+                _tensor2tensor(num_positions, dim),
+                "this is tensor2tensor's and fairseq's table: all sines first, "
+                "then all cosines, with omega_i = 10000 ** (-i / (dim/2 - 1)), "
+                "which differs slightly from the paper's, so its columns are not "
+                "this book's in another order. Here column 2i is sin(p omega_i) "
+                "and column 2i + 1 is cos(p omega_i), with omega_i = 10000 ** "
+                "(-2i / dim)",
             ),
             (
                 variant(exponent=_two_i, layout="interleaved", swap=True),

@@ -62,6 +62,12 @@ READABLE_TEXT = {
     "title": {"fontSize": 14},
 }
 
+# a slider whose upper end follows another parameter: figure_html's loader sets
+# the input's max to that parameter's value plus ``offset`` (and pulls the value
+# down with it) whenever the other slider moves; Vega-Lite's own ranges are fixed
+SLIDER_FOLLOWS = "peSliderMax"
+
+
 _LOADER = """<div id="{id}" class="pe-interactive"></div>
 <script>
 (function () {{
@@ -99,12 +105,32 @@ _LOADER = """<div id="{id}" class="pe-interactive"></div>
       next(0);
     }});
   }}
+  // a slider whose range follows another's (usermeta.{follows}: name -> the
+  // signal it follows and an offset): its max moves, and its value with it
+  function follow(view) {{
+    var links = (spec.usermeta || {{}})["{follows}"] || {{}};
+    Object.keys(links).forEach(function (name) {{
+      var link = links[name];
+      function update() {{
+        var top = view.signal(link.signal) + link.offset;
+        var selector = "#{id} input[name='" + name + "']";
+        document.querySelectorAll(selector).forEach(function (input) {{
+          input.max = top;
+        }});
+        if (view.signal(name) > top) view.signal(name, top).runAsync();
+      }}
+      view.addSignalListener(link.signal, update);
+      update();
+    }});
+  }}
   function draw() {{
     // the libraries are loaded once per page, however many figures it has
     window.peVegaReady = window.peVegaReady || load();
     window.peVegaReady.then(
       function () {{
-        vegaEmbed("#{id}", spec, {{"actions": false}});
+        vegaEmbed("#{id}", spec, {{"actions": false}}).then(function (result) {{
+          follow(result.view);
+        }});
       }},
       function (src) {{
         document.getElementById("{id}").textContent =
@@ -137,6 +163,7 @@ def figure_html(chart, *, name: str) -> str:
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
     return _LOADER.format(
         id=f"pe-vis-{name}-{digest}",
+        follows=SLIDER_FOLLOWS,
         spec=text,
         libs=json.dumps(list(VENDORED.items())),
         cdn=CDN,
@@ -193,13 +220,32 @@ def _number_list(values) -> str:
 
 
 def alibi_expressions(max_heads: int) -> dict[str, str]:
-    """``slope``: the slope of the head the sliders chose, looked up in the package's
-    slopes for 1 .. ``max_heads`` heads (``alibi_slopes``); ``bias``: ``-m (i - j)``."""
-    table = _number_list_of_lists(alibi_slopes(n) for n in range(1, max_heads + 1))
-    return {
-        "slope": f"{table}[heads - 1][min(head, heads) - 1]",
+    """Vega expressions of the ALiBi figure, heads counted from 0 as in chapter 7.
+
+    ``shown``: the head drawn, the *head* slider's value kept below the number
+    of heads; ``slope``: its slope, looked up in the package's slopes for
+    1 .. ``max_heads`` heads (``alibi_slopes``); ``steepest``: the head with the
+    largest slope for that many heads (head 0 for a power of two, head 8 for
+    12 heads, whose interleaved slopes start again near the top); ``bias``:
+    ``-m (i - j)``; ``title``: the two lines above the chart, built from the others.
+    """
+    counts = range(1, max_heads + 1)
+    table = _number_list_of_lists(alibi_slopes(n) for n in counts)
+    steepest = "[" + ",".join(str(int(alibi_slopes(n).argmax())) for n in counts) + "]"
+    shown = "min(head, heads - 1)"
+    expressions = {
+        "shown": shown,
+        "slope": f"{table}[heads - 1][{shown}]",
+        "steepest": f"{steepest}[heads - 1]",
         "bias": "-datum.slope * (datum.i - datum.j)",
     }
+    # two lines: the head drawn and its slope, then the steepest head
+    expressions["title"] = (
+        f"['ALiBi bias of head ' + ({shown}) + ' (heads 0 to ' + (heads - 1) + ')', "
+        f"'slope ' + format({expressions['slope']}, '.4f') + "
+        f"'; the steepest is head ' + ({expressions['steepest']})]"
+    )
+    return expressions
 
 
 def _number_list_of_lists(rows) -> str:
@@ -209,9 +255,12 @@ def _number_list_of_lists(rows) -> str:
 def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
     """The causal ALiBi bias of one head, with sliders for the number of heads and the head.
 
+    Heads are counted from 0, as in chapter 7, and the *head* slider runs from 0
+    to ``heads - 1``: its range follows the *heads* slider (``SLIDER_FOLLOWS``).
     Drag *heads* through numbers that are not powers of two to see Press et
-    al.'s interleaved slopes; drag *head* to go from the steepest (most local)
-    head to the flattest. Cells above the diagonal are masked.
+    al.'s interleaved slopes; the title names the head drawn,
+    its slope and the steepest head for that many heads, which is head 0 only
+    when the count is a power of two. Cells above the diagonal are masked.
     """
     import altair as alt
 
@@ -221,14 +270,14 @@ def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
     expressions = alibi_expressions(max_heads)
     heads = alt.param(
         name="heads",
-        value=8,
+        value=min(8, max_heads),
         bind=alt.binding_range(min=1, max=max_heads, step=1, name="heads "),
     )
     head = alt.param(
         name="head",
-        value=1,
+        value=0,
         bind=alt.binding_range(
-            min=1, max=max_heads, step=1, name="head (1 = steepest) "
+            min=0, max=max_heads - 1, step=1, name="head (0 to heads - 1) "
         ),
     )
     return (
@@ -250,7 +299,8 @@ def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
         .properties(
             width=320,
             height=320,
-            title="ALiBi bias of one head (drag heads and head)",
+            title=alt.Title(alt.ExprRef(expressions["title"])),
+            usermeta={SLIDER_FOLLOWS: {"head": {"signal": "heads", "offset": -1}}},
         )
     )
 
