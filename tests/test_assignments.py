@@ -23,7 +23,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import assignments  # noqa: E402
 
-NAMES = ["alibi", "context_extension", "rope", "sinusoidal", "t5_buckets"]
+NAMES = [
+    "alibi",
+    "context_extension",
+    "long_context",
+    "performance",
+    "rope",
+    "sinusoidal",
+    "t5_buckets",
+]
 
 
 @pytest.fixture(scope="module")
@@ -268,6 +276,219 @@ WRONG = [
         """,
         "factor ** (D / (D - 2))",
     ),
+    # chapter 10: RoPE on q and k at once, ALiBi's score_mod, the causal block mask
+    (
+        "performance",
+        "q1",
+        """
+        def rope_qk(q, k, positions=None):
+            half = q.shape[-1] // 2
+            if positions is None:
+                positions = torch.arange(q.shape[-2])
+            theta = 10000.0 ** (-2 * torch.arange(half) / q.shape[-1])
+            angles = positions[:, None].float() * theta
+            cos, sin = angles.cos(), angles.sin()
+
+            def turn(x):
+                a, b = x[..., :half], x[..., half:]
+                return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+            return turn(q), turn(k)
+        """,
+        "writes 4.07 times the bytes of q and k, more than 3.5",
+    ),
+    (
+        "performance",
+        "q1",
+        """
+        def rope_qk(q, k, positions=None):
+            if positions is None:
+                positions = torch.arange(q.shape[-2])
+            return reference_rope(q, positions), reference_rope(k, positions)
+        """,
+        "computes cos 2 times; compute cos and sin once",
+    ),
+    (
+        "performance",
+        "q1",
+        """
+        def rope_qk(q, k, positions=None):
+            return reference_rope(q, positions), k
+        """,
+        "k is returned as it was",
+    ),
+    (
+        "performance",
+        "q1",
+        """
+        def rope_qk(q, k, positions=None):
+            return (
+                reference_rope(q, positions, pairing="interleaved"),
+                reference_rope(k, positions, pairing="interleaved"),
+            )
+        """,
+        "this is the 'interleaved' pairing",
+    ),
+    (
+        "performance",
+        "q2",
+        """
+        def alibi_score_mod(num_heads):
+            slopes = 2.0 ** (-8.0 * (torch.arange(num_heads) + 2) / num_heads)
+            return lambda score, b, h, q_idx, kv_idx: score - slopes[h] * (q_idx - kv_idx)
+        """,
+        "head h uses the slope of head h + 1",
+    ),
+    (
+        "performance",
+        "q2",
+        """
+        def alibi_score_mod(num_heads):
+            slopes = 2.0 ** (-8.0 * (torch.arange(num_heads) + 1) / num_heads)
+            return lambda score, b, h, q_idx, kv_idx: score - slopes[h] * (kv_idx - q_idx)
+        """,
+        "a bonus instead of a penalty",
+    ),
+    (
+        "performance",
+        "q2",
+        """
+        def alibi_score_mod(num_heads):
+            slopes = 2.0 ** (-8.0 * (torch.arange(num_heads) + 1) / num_heads)
+            return lambda score, b, h, q_idx, kv_idx: (
+                score - slopes.flip(0)[h] * (q_idx - kv_idx)
+            )
+        """,
+        "the slopes are in reverse order",
+    ),
+    (
+        "performance",
+        "q3",
+        """
+        def causal_block_mask(seq_len):
+            def causal(b, h, q_idx, kv_idx):
+                return kv_idx < q_idx
+
+            return create_block_mask(causal, None, None, seq_len, seq_len, device="cpu")
+        """,
+        "the mask skips too much: a query must also see its own key",
+    ),
+    (
+        "performance",
+        "q3",
+        """
+        def causal_block_mask(seq_len):
+            def everything(b, h, q_idx, kv_idx):
+                return kv_idx >= 0
+
+            return create_block_mask(everything, None, None, seq_len, seq_len, device="cpu")
+        """,
+        "with no causal mask each query sees the keys after it",
+    ),
+    # chapter 11: windows and chunks, M-RoPE's ids, YaRN's factor
+    (
+        "long_context",
+        "q1",
+        """
+        def sliding_window_mask(length, window):
+            i, j = torch.arange(length)[:, None], torch.arange(length)
+            return (j <= i) & (j >= i - window)
+        """,
+        "off by one: a query sees 4 keys, window + 1",
+    ),
+    (
+        "long_context",
+        "q1",
+        """
+        def sliding_window_mask(length, window):
+            i, j = torch.arange(length)[:, None], torch.arange(length)
+            return (i - j).abs() < window
+        """,
+        "the window is not causal",
+    ),
+    (
+        "long_context",
+        "q2",
+        """
+        def chunked_mask(length, chunk):
+            i, j = torch.arange(length)[:, None], torch.arange(length)
+            return (j <= i) & (j > i - chunk)
+        """,
+        "this is a sliding window of chunk keys, not chunks",
+    ),
+    (
+        "long_context",
+        "q2",
+        """
+        def chunked_mask(length, chunk):
+            i, j = torch.arange(1, length + 1)[:, None], torch.arange(1, length + 1)
+            return (j <= i) & (i // chunk == j // chunk)
+        """,
+        "the chunks' edges are off by one, so chunks cross them",
+    ),
+    (
+        "long_context",
+        "q3",
+        """
+        def mrope_position_ids(text_before, rows, columns, text_after):
+            ids = [[n] * 3 for n in range(text_before)]
+            for r in range(rows):
+                for c in range(columns):
+                    ids.append([text_before, text_before + r, text_before + c])
+            start = len(ids)  # counts on after the last patch
+            ids += [[n] * 3 for n in range(start, start + text_after)]
+            return torch.tensor(ids).T
+        """,
+        "as if every patch were a token",
+    ),
+    (
+        "long_context",
+        "q3",
+        """
+        def mrope_position_ids(text_before, rows, columns, text_after):
+            ids = [[n] * 3 for n in range(text_before)]
+            for r in range(rows):
+                for c in range(columns):
+                    ids.append([text_before + r, text_before + c, text_before])
+            start = text_before + max(rows, columns)
+            ids += [[n] * 3 for n in range(start, start + text_after)]
+            return torch.tensor(ids).T
+        """,
+        "the three rows are in the order (h, w, t); they are (t, h, w)",
+    ),
+    (
+        "long_context",
+        "q3",
+        """
+        def mrope_position_ids(text_before, rows, columns, text_after):
+            ids = [[n] * 3 for n in range(text_before)]
+            for r in range(rows):
+                for c in range(columns):
+                    ids.append([text_before, text_before + r, text_before + c])
+            start = max(max(i) for i in ids)  # the image's largest position
+            ids += [[n] * 3 for n in range(start, start + text_after)]
+            return torch.tensor(ids).T
+        """,
+        "on the image's largest position; it resumes one past it",
+    ),
+    (
+        "long_context",
+        "q4",
+        """
+        def yarn_attention_factor(s):
+            return 1.0 if s <= 1 else 0.1 * math.log10(s) + 1
+        """,
+        "the log is base 10",
+    ),
+    (
+        "long_context",
+        "q4",
+        """
+        def yarn_attention_factor(s):
+            return 1.0 if s <= 1 else 0.1 * math.log(s)
+        """,
+        "the + 1 is missing",
+    ),
 ]
 
 
@@ -303,6 +524,12 @@ IMPORTED = [
         "t5_buckets",
         "q1",
         "from pe_tutorial.encodings.relative import t5_relative_position_bucket",
+    ),
+    ("performance", "q1", "from pe_tutorial import apply_rope_qk as rope_qk"),
+    (
+        "long_context",
+        "q1",
+        "from pe_tutorial.attention.local_global import sliding_window_mask",
     ),
 ]
 

@@ -24,7 +24,19 @@ the input is reported as such before any value is compared.
   gives, gradients included;
 - chapter 9 (``checks.rope_scaling``): ``check_scaled_frequencies(fn,
   method)`` for ``fn(head_dim, *, factor, base)``, position interpolation
-  (``"linear"``) or the NTK-aware base (``"ntk"``).
+  (``"linear"``) or the NTK-aware base (``"ntk"``);
+- chapter 10 (``checks.performance``): ``check_rope_qk(fn)`` for
+  ``fn(q, k, positions=None)``, RoPE on q and k with cos and sin computed
+  once, within a budget of bytes written (``ROPE_QK_BUDGET`` copies of q and
+  k, counted by ``benchmarks.tensors_written``);
+  ``check_alibi_score_mod(fn)`` for ``fn(num_heads)`` returning ALiBi's
+  FlexAttention ``score_mod``; ``check_causal_block_mask(fn)`` for
+  ``fn(seq_len)`` returning the causal ``BlockMask``;
+- chapter 11 (``checks.long_context``): ``check_sliding_window_mask(fn)``
+  and ``check_chunked_mask(fn)`` for ``fn(length, size)``, Gemma 3's window
+  and Llama 4's chunks; ``check_mrope_position_ids(fn)`` for
+  ``fn(text_before, rows, columns, text_after)``, Qwen2-VL's M-RoPE ids;
+  ``check_yarn_attention_factor(fn)`` for ``fn(s)``, ``0.1 ln s + 1``.
 
 Every check first requires the learner's own function: a value, a class or
 ``None`` is named in one line, and one of the package's own functions is
@@ -38,6 +50,13 @@ The assignments in ``book/assignments`` use them as their public tests.
 from ._common import require_own_function
 from .absolute import check_shift_matrix, check_sinusoidal
 from .alibi import check_alibi_bias, check_alibi_slopes
+from .long_context import (
+    check_chunked_mask,
+    check_mrope_position_ids,
+    check_sliding_window_mask,
+    check_yarn_attention_factor,
+)
+from .performance import check_alibi_score_mod, check_causal_block_mask, check_rope_qk
 from .relative import check_t5_bias, check_t5_bucket
 from .rope import check_apply_rope, check_rope_frequencies
 from .rope_scaling import check_scaled_frequencies
@@ -52,5 +71,12 @@ __all__ = [
     "check_t5_bucket",
     "check_t5_bias",
     "check_scaled_frequencies",
+    "check_rope_qk",
+    "check_alibi_score_mod",
+    "check_causal_block_mask",
+    "check_sliding_window_mask",
+    "check_chunked_mask",
+    "check_mrope_position_ids",
+    "check_yarn_attention_factor",
     "require_own_function",
 ]
