@@ -33,7 +33,7 @@ BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
-	assignments grade colab check-pages check-figures test-wheel test-autograders
+	assignments grade colab check-pages check-figures test-wheel test-autograders gpu-evidence
 
 help:
 	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
@@ -147,6 +147,17 @@ assignments: install
 grade: install
 	@test -n "$(NAME)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade NAME=rope SUBMISSIONS=dir"; exit 2; }
 	$(BIN)/python tools/assignments.py grade $(NAME) $(SUBMISSIONS)
+
+# The first GPU run (tools/gpu_evidence.py): the CUDA tests, the eager, compiled, Triton and
+# Flex paths' agreement, and every suite recorded, into $(EVIDENCE) in under 10 minutes; a dry
+# run at tiny sizes on a CPU. It uses the Python at hand (the venv's if there is one, else
+# $(PYTHON)) and does not depend on `install`: on a GPU machine without a network it installs
+# nothing. BUNDLE=DIR also writes DIR/gpu-evidence.tar.gz and the two summaries.
+EVIDENCE ?= _build/gpu-evidence
+BUNDLE ?=
+gpu-evidence:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) tools/gpu_evidence.py \
+		--out $(EVIDENCE) $(if $(BUNDLE),--bundle $(BUNDLE))
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -283,6 +284,50 @@ def test_measure_repeats_while_a_row_is_noisy_up_to_its_caps(monkeypatch):
     assert len(timed[0].times_ms) == 4
     with pytest.raises(ValueError, match="max_seconds must be positive"):
         bench.measure(cases, device="cpu", max_seconds=0)
+
+
+def test_a_row_that_the_time_cap_cuts_short_keeps_its_last_full_set(monkeypatch):
+    # A busy machine, made deterministic: the copy's calls disagree (1 and 3 ms, so it
+    # starts again with longer samples after 2 x 4 of them), and the time cap (a fake
+    # clock that advances by what each sample took) runs out in that very round. The
+    # copy used to come back with no times, and measure stopped at its median
+    # ("no median for empty data"), as `--all --record` did beside two busy processes.
+    script = {"rope": [2.0], "copy": [1.0, 3.0] * 1000}
+    samples = {name: 0 for name in script}
+    batches = {name: [] for name in script}
+    clock = {"now": 0.0}
+
+    def fake_time_once(fn, device, calls=1):
+        name = fn()
+        samples[name] += 1
+        batches[name].append(calls)
+        ms = script[name][min(samples[name], len(script[name])) - 1]
+        clock["now"] += ms * calls / 1e3
+        return ms
+
+    monkeypatch.setattr(bench, "_time_once", fake_time_once)
+    monkeypatch.setattr(
+        bench, "time", SimpleNamespace(perf_counter=lambda: clock["now"])
+    )
+    cases = [
+        bench.Case("rope", lambda: "rope", bytes_moved=64),
+        bench.Case("copy", lambda: "copy", bytes_moved=64, is_copy=True),
+    ]
+    # 8 rounds take 32 ms: the cap of 30 ms ends them just as the copy starts again
+    rope, copy = bench.measure(
+        cases, device="cpu", warmup=0, repeats=4, max_seconds=0.030
+    )
+    assert batches["copy"] == [1] * 8  # no longer sample was ever taken
+    assert copy.times_ms == [1.0, 3.0] * 4 and copy.calls_per_sample == 1
+    assert copy.noisy  # and marked so in the table
+    assert rope.times_ms == [2.0] * 8 and rope.copy_ms == copy.median_ms == 2.0
+    assert "copy *" in bench.format_table([rope, copy])
+    # with time left, the copy's longer samples replace the noisy ones as before
+    samples.update(rope=0, copy=0)
+    clock["now"] = 0.0
+    script["copy"] = [1.0, 3.0] * 4 + [2.0]
+    _, copy = bench.measure(cases, device="cpu", warmup=0, repeats=4, max_seconds=60)
+    assert copy.times_ms == [2.0] * 4 and copy.calls_per_sample == 4
 
 
 def test_a_sample_of_several_calls_is_their_mean():

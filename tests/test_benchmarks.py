@@ -586,6 +586,114 @@ def test_a_busy_run_is_not_recorded_unless_forced(monkeypatch, tmp_path, capsys)
     assert len(list(tmp_path.glob("bench-absolute_tables*.json"))) == 1
 
 
+def _busy_machine(monkeypatch):
+    """Every call of every row disagrees (1 and 3 ms, as on a machine with both cores
+    taken), and the time cap runs out in the round where the rows start again with
+    longer samples: what `--all --record --repeats 3` met beside two busy processes,
+    made deterministic with a fake clock that jumps once a row has 2 x 2 samples."""
+    from types import SimpleNamespace
+
+    samples = {}
+
+    def fake_time_once(fn, device, calls=1):
+        samples[id(fn)] = samples.get(id(fn), 0) + 1
+        return (1.0, 3.0)[samples[id(fn)] % 2]
+
+    def clock():
+        return 1e9 if max(samples.values(), default=0) >= 4 else 0.0
+
+    monkeypatch.setattr(bench, "_time_once", fake_time_once)
+    monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=clock))
+    real_run = _core.run
+
+    def small_run(name, device, dtype, **kwargs):
+        return real_run(name, device, dtype, warmup=0, num_positions=8, dim=4, **kwargs)
+
+    monkeypatch.setattr(_core, "run", small_run)
+    return samples
+
+
+@pytest.mark.parametrize("load_changed", [True, False])
+def test_a_recording_on_a_busy_machine_refuses_or_finishes_never_crashes(
+    monkeypatch, tmp_path, capsys, load_changed
+):
+    _busy_machine(monkeypatch)
+    if load_changed:  # the copy probes before and after the suite disagree
+        probes = iter([1.0, 3.0])
+        monkeypatch.setattr(bench, "copy_probe", lambda device: next(probes))
+    argv = ["absolute_tables", "--device", "cpu", "--record", "--out", str(tmp_path)]
+    assert benchmarks.main([*argv, "--repeats", "2"]) == 0
+    printed = capsys.readouterr().out
+    files = list(tmp_path.glob("bench-absolute_tables--*.json"))
+    if load_changed:
+        assert "NOT recorded: this machine was busy (a 64.0 MiB copy took 1.00 ms " in (
+            printed
+        )
+        assert not files
+        return
+    # the probes saw nothing: recorded, each row with its 2 x 2 single calls, and
+    # every row marked too noisy to trust
+    assert "recorded in" in printed and len(files) == 1
+    result = benchmarks.SuiteResult.from_dict(json.loads(files[0].read_text()))
+    assert all(len(t.times_ms) == 4 and t.noisy for t in result.timings)
+    assert all(t.calls_per_sample == 1 for t in result.timings)
+    assert "too noisy to trust" in result.table()
+
+
+def test_all_goes_on_after_a_suite_that_fails_and_says_which(
+    monkeypatch, tmp_path, capsys
+):
+    real_run = _core.run
+
+    def run_or_fail(name, device, dtype, **kwargs):
+        if name == "attention_lengths":
+            raise RuntimeError("a path that breaks on this device")
+        result = real_run(
+            "integer_tables", device, None, warmup=0, repeats=1, num_positions=8, dim=4
+        )
+        result.suite = name
+        return result
+
+    monkeypatch.setattr(_core, "run", run_or_fail)
+    argv = ["--all", "--device", "cpu", "--record", "--out", str(tmp_path)]
+    assert benchmarks.main(argv) == 1
+    captured = capsys.readouterr()
+    assert (
+        "FAILED: attention_lengths: RuntimeError: a path that breaks on this device"
+        in captured.out
+    )
+    assert "suites that failed (1): attention_lengths" in captured.out
+    assert "Traceback" in captured.err
+    recorded = {p.name.split("--")[0] for p in tmp_path.glob("bench-*.json")}
+    assert recorded == {f"bench-{n}" for n in benchmarks.SUITES} - {
+        "bench-attention_lengths"
+    }
+    # one suite alone raises, as before
+    with pytest.raises(RuntimeError, match="breaks on this device"):
+        benchmarks.main(["attention_lengths", "--device", "cpu"])
+
+
+def test_a_smoke_run_is_tiny_marked_and_never_recorded_into_the_package(
+    tmp_path, capsys
+):
+    with pytest.raises(SystemExit):
+        benchmarks.main(["rope", "--device", "cpu", "--smoke", "--record"])
+    assert "--smoke records only into --out DIR" in capsys.readouterr().err
+    argv = ["rope", "--device", "cpu", "--smoke", "--record", "--out", str(tmp_path)]
+    assert benchmarks.main(argv) == 0
+    assert "smoke run (--smoke)" in capsys.readouterr().out
+    (path,) = tmp_path.glob("bench-rope--*.json")
+    document = json.loads(path.read_text())
+    assert document["settings"]["smoke"] is True
+    assert document["command"].endswith("--smoke")
+    assert document["settings"]["shape"] == list(
+        benchmarks.SUITES["rope"].smoke["shape"]
+    )
+    assert all(len(r["times_ms"]) == 1 for r in document["results"])
+    # every suite has its tiny sizes
+    assert all(suite.smoke for suite in benchmarks.SUITES.values())
+
+
 def test_copy_regimes_are_found_where_the_bandwidth_drops():
     from pe_tutorial.benchmarks.chapters import copy_regimes
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from pe_tutorial import devices
 from pe_tutorial.attention import flex
 from pe_tutorial.benchmarks import _core
+from pe_tutorial.benchmarks import rope as rope_bench
+from pe_tutorial.encodings import rope_triton
 
 CAPABILITIES = [(7, 5), (8, 0), (9, 0)]
 
@@ -71,3 +76,70 @@ def test_compiled_flex_is_offered_from_8_0_only(gpu, monkeypatch, capability):
 
 def test_capability_of_a_cpu_is_none():
     assert devices.cuda_capability("cpu") is None
+
+
+# ---------------------------------------------------------------------------
+# the Triton RoPE kernel on each capability (a T4 is 7.5)
+# ---------------------------------------------------------------------------
+
+needs_triton = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None, reason="triton is not installed"
+)
+
+
+@pytest.fixture
+def named_gpu(gpu, monkeypatch):
+    """``gpu`` with a name (the Triton status names the GPU), Triton not interpreting."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    return gpu
+
+
+@needs_triton
+@pytest.mark.parametrize("capability", CAPABILITIES)
+def test_triton_rope_refuses_bfloat16_below_8_0_and_says_what_to_do(
+    named_gpu, capability
+):
+    device = named_gpu(capability)
+    for dtype in (torch.float32, torch.float16, None):
+        ready, how = rope_triton.triton_status(device, dtype)
+        assert ready and "Triton compiles the kernel for Tesla T4" in how
+    ready, why = rope_triton.triton_status(device, torch.bfloat16)
+    if capability < (8, 0):
+        assert not ready
+        assert "bfloat16 needs compute capability 8.0 or newer" in why
+        assert "has compute capability 7.5" in why
+        assert "float16 (q.half(), k.half())" in why and "apply_rope_qk" in why
+    else:
+        assert ready, why
+
+
+@needs_triton
+def test_triton_rope_refuses_a_gpu_triton_cannot_compile_for(named_gpu):
+    device = named_gpu((6, 1))
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        ready, why = rope_triton.triton_status(device, dtype)
+        assert not ready and "7.0 or newer" in why and "6.1" in why
+        assert "apply_rope_qk (eager)" in why
+
+
+def test_triton_rope_and_devices_agree_on_bfloat16s_capability():
+    assert rope_triton.BFLOAT16_CAPABILITY == devices.BFLOAT16_CAPABILITY
+
+
+@needs_triton
+@pytest.mark.parametrize("capability", CAPABILITIES)
+def test_the_rope_suite_times_triton_only_where_it_runs(named_gpu, capability):
+    device = named_gpu(capability)
+    # the suite's own dtype on this GPU: float16 on a T4, so the kernel gets a row
+    dtype = _core.check_dtype(_core.check_suite("rope"), None, device)
+    assert rope_triton.triton_status(device, dtype)[0]
+    # bfloat16 q and k (asked for through the function, not the command line,
+    # which refuses them on a T4): a note says why there is no row
+    inputs = SimpleNamespace(q=SimpleNamespace(device=device, dtype=torch.bfloat16))
+    notes = []
+    if capability < (8, 0):
+        assert rope_bench._triton_case(inputs, notes) == []
+        assert notes[0].startswith("Triton kernel: skipped, Triton's bfloat16 needs")
+    else:
+        assert rope_triton.triton_status(device, torch.bfloat16)[0]

@@ -154,6 +154,25 @@ def test_without_gpu_or_interpreter_the_status_says_why(monkeypatch):
         apply_rope_qk_triton(q, q.clone())
 
 
+def test_the_kernel_asks_whether_it_can_run_on_its_inputs_dtype(monkeypatch):
+    # a T4 has no Triton bfloat16: the status is asked for q's device and dtype, and
+    # its reason (tests/test_devices.py checks it per capability) is what the caller
+    # reads, before Triton's own compiler error could be met
+    from pe_tutorial.encodings import rope_triton
+
+    asked = []
+
+    def status(device, dtype=None):
+        asked.append((device, dtype))
+        return False, "bfloat16 needs compute capability 8.0 or newer (a test)"
+
+    monkeypatch.setattr(rope_triton, "triton_status", status)
+    q = randn(1, 1, 4, 8, seed=11, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="cannot run: bfloat16 needs compute"):
+        apply_rope_qk_triton(q, q.clone())
+    assert asked == [(q.device, torch.bfloat16)]
+
+
 def test_a_fresh_interpreter_without_then_with_triton():
     # one subprocess, two checks. First `import triton` fails, as when it is not
     # installed: the package still imports and says so. Then the real triton is

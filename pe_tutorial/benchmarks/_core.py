@@ -78,6 +78,10 @@ class Suite:
     report: Callable[[SuiteResult], list[str]] | None = None
     # why these sizes, in one line: what a model would use them for
     why: str = ""
+    # builder options at which the suite runs in well under a second: a smoke run
+    # (`--smoke`: every suite runs end to end, nothing is measured), the dry run of
+    # tools/gpu_evidence.py on a CPU
+    smoke: dict = field(default_factory=dict)
 
     def default_repeats(self, device: torch.device) -> int:
         """The rounds a run times on ``device`` unless told otherwise."""
@@ -264,6 +268,7 @@ def run(
     warmup: int | None = None,
     repeats: int | None = None,
     max_seconds: float | None = None,
+    probes: bool = True,
     **options,
 ) -> SuiteResult:
     """Run suite ``name`` on ``device`` (default: the GPU if any) and return its result.
@@ -271,7 +276,8 @@ def run(
     ``repeats`` rounds are timed (the suite's default for the device); with
     ``max_seconds``, more follow while a row is noisy, up to that time
     (``bench.measure``), as a recording does. ``options`` go to the suite's
-    builder (sizes; see each suite's docstring).
+    builder (sizes; see each suite's docstring). ``probes=False`` leaves out
+    the copies that tell a busy machine (a smoke run, which measures nothing).
     """
     suite = check_suite(name)
     device = check_device(device)
@@ -281,7 +287,7 @@ def run(
     plan = suite.build(device, dtype, **options)
     if repeats is None:
         repeats = suite.default_repeats(device)
-    before = bench.copy_probe(device)
+    before = bench.copy_probe(device) if probes else None
     groups = [[case] for case in plan.cases] if plan.separate else [plan.cases]
     timings = [
         timing
@@ -294,7 +300,7 @@ def run(
             max_seconds=None if max_seconds is None else max_seconds / len(groups),
         )
     ]
-    after = bench.copy_probe(device)
+    after = bench.copy_probe(device) if probes else None
     command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
     result = SuiteResult(
         suite=name,
@@ -305,8 +311,9 @@ def run(
         reference=plan.reference,
         command=command,
     )
-    result.environment["copy_probe_ms"] = {"before": before, "after": after}
-    result.busy = busy_reason(result, load_recorded_runs(name))
+    if probes:
+        result.environment["copy_probe_ms"] = {"before": before, "after": after}
+        result.busy = busy_reason(result, load_recorded_runs(name))
     if substituted is not None:
         result.notes.insert(0, substituted)
     if suite.report is not None:

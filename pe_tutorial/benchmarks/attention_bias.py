@@ -220,5 +220,6 @@ register(
         repeats=20,
         cpu_repeats=5,
         report=report,
+        smoke={"shape": (1, 2, 8, 4), "compiled": False},
     )
 )

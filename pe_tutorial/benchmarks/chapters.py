@@ -443,6 +443,7 @@ for _suite in (
         "attention at growing lengths",
         attention_lengths,
         why="lengths of a short context, far enough apart for T^2 to take over",
+        smoke={"lengths": [8, 16], "head_dim": 4},
     ),
     Suite(
         "integer_tables",
@@ -450,6 +451,7 @@ for _suite in (
         "raw and normalised integer tables",
         integer_tables,
         why=CONTEXT_TABLE,
+        smoke={"num_positions": 16, "dim": 8},
     ),
     Suite(
         "binary_tables",
@@ -457,6 +459,7 @@ for _suite in (
         "binary table as floats and as bytes",
         binary_tables,
         why="the codes of a 2^16-token context (2^20 on a GPU), every bit column used",
+        smoke={"num_positions": 16, "num_bits": 8},
     ),
     Suite(
         "absolute_tables",
@@ -464,6 +467,7 @@ for _suite in (
         "building and looking up tables",
         absolute_tables,
         why=CONTEXT_TABLE,
+        smoke={"num_positions": 16, "dim": 8},
     ),
     Suite(
         "shift_matrix",
@@ -471,6 +475,7 @@ for _suite in (
         "p + k by recomputing or by M_k",
         shift_matrix,
         why="the table of absolute_tables, shifted by k positions",
+        smoke={"num_positions": 16, "d_model": 8},
     ),
     Suite(
         "rope_implementations",
@@ -478,6 +483,7 @@ for _suite in (
         "RoPE: matrix, complex, pairs",
         rope_implementations,
         why=ONE_LAYER,
+        smoke={"shape": (1, 2, 8, 4)},
     ),
     Suite(
         "alibi_attention",
@@ -485,6 +491,7 @@ for _suite in (
         "ALiBi: materialised vs score_mod",
         alibi_attention,
         why=ONE_LAYER,
+        smoke={"shape": (1, 2, 8, 4)},
         dtypes=("float32", "float16", "bfloat16"),
         gpu_dtype="float16",
         warmup=2,
@@ -496,6 +503,7 @@ for _suite in (
         "T5 and Shaw biases",
         relative_attention,
         why=ONE_LAYER,
+        smoke={"shape": (1, 2, 8, 4)},
         dtypes=("float32", "float16", "bfloat16"),
         gpu_dtype="float16",
         warmup=2,
@@ -507,6 +515,7 @@ for _suite in (
         "one training step per scheme",
         train_step,
         why="chapter 9's quick model on one batch",
+        smoke={"batch": 2, "seq_len": 8, "schemes": ("nope", "rope")},
         warmup=2,
     ),
 ):
@@ -568,6 +577,7 @@ register(
         "MLA decoding: absorbed against expanded",
         latent_decode,
         why="one new token against 2048 cached ones on a CPU (16384 on a GPU), 8 heads",
+        smoke={"cache_tokens": 16},
     )
 )
 
@@ -603,6 +613,7 @@ register(
         "copy bandwidth from cache to memory",
         copy_sizes,
         why="from inside the smallest cache to past the largest",
+        smoke={"sizes": [2**10, 2**12]},
     )
 )
 

@@ -6,7 +6,9 @@ and the environment; ``--record`` writes the recorded copy for this device
 (``bench-<suite>--<device>.json``, in the package or ``--out DIR``), which the
 chapters show beside their live runs. ``--all`` runs every suite in turn, with
 a progress bar and the time each took: ``--all --record`` adds a device to the
-book in one step.
+book in one step; a suite that fails there is reported and the others still
+run (the exit status is then 1). ``--smoke`` runs each suite at tiny sizes for
+one round (``Suite.smoke``): a check that every suite runs, not a measurement.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from tqdm import tqdm
@@ -67,6 +70,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds")
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, one round: checks that each suite runs, measures nothing "
+        "(with --record it needs --out)",
+    )
+    parser.add_argument(
         "--max-seconds",
         type=float,
         default=None,
@@ -108,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
         if args.max_seconds is not None and not args.max_seconds > 0:
             raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
+        if args.smoke and args.record and not args.out:
+            raise ValueError(
+                "--smoke records only into --out DIR: its tiny sizes are not a "
+                "measurement, and never go into the package"
+            )
     except ValueError as error:
         parser.error(str(error))
     targets = [Path(args.json).parent] if args.json else []
@@ -123,31 +137,73 @@ def main(argv: list[str] | None = None) -> int:
     bar = tqdm(
         suites, desc="suites", unit="suite", disable=not args.all, file=sys.stderr
     )
+    failed = []
     for suite in bar:
         bar.set_postfix(suite=suite.name)
         start = time.perf_counter()
-        dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
-        repeats = args.repeats
-        if repeats is None and args.record:
-            repeats = RECORD_ROUNDS * suite.default_repeats(device)
-        result = _core.run(
-            suite.name, device, dtype, repeats=repeats, max_seconds=max_seconds
-        )
-        print(result.table())
-        if args.json:
-            path = Path(args.json)
-            _core.write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
-            print(f"wrote {path}")
-        if args.record and result.busy and not args.force:
-            print(
-                f"NOT recorded: this machine was busy ({result.busy}); record on a "
-                "quiet machine, or add --force to keep it anyway"
-            )
-        elif args.record:
-            print(f"recorded in {_core.record(result, args.out)}")
+        try:
+            result = _run_suite(suite, device, args, max_seconds)
+        except Exception as error:
+            if not args.all:
+                raise
+            # one suite's failure (a path that breaks on a new GPU, say) costs
+            # that suite's file, not the others'
+            traceback.print_exc()
+            failed.append(suite.name)
+            print(f"FAILED: {suite.name}: {type(error).__name__}: {error}")
+        else:
+            _report(result, args)
         if args.all:
             print(f"{suite.name}: {time.perf_counter() - start:.0f} s\n", flush=True)
+    if failed:
+        print(f"suites that failed ({len(failed)}): {', '.join(failed)}")
+        return 1
     return 0
+
+
+def _run_suite(suite, device, args, max_seconds: float | None):
+    """One suite's run as the command line asks: recorded, smoke or plain."""
+    dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
+    if args.smoke:
+        result = _core.run(
+            suite.name,
+            device,
+            dtype,
+            warmup=0,
+            repeats=args.repeats or 1,
+            probes=False,
+            **suite.smoke,
+        )
+        result.command += " --smoke"
+        result.settings["smoke"] = True
+        result.notes.insert(
+            0,
+            "smoke run (--smoke): tiny sizes, one round; it checks that the suite "
+            "runs, and measures nothing",
+        )
+        return result
+    repeats = args.repeats
+    if repeats is None and args.record:
+        repeats = RECORD_ROUNDS * suite.default_repeats(device)
+    return _core.run(
+        suite.name, device, dtype, repeats=repeats, max_seconds=max_seconds
+    )
+
+
+def _report(result, args) -> None:
+    """Print the table; write the JSON and the record as asked (a busy run refused)."""
+    print(result.table())
+    if args.json:
+        path = Path(args.json)
+        _core.write_atomically(path, json.dumps(result.to_dict(), indent=1) + "\n")
+        print(f"wrote {path}")
+    if args.record and result.busy and not args.force:
+        print(
+            f"NOT recorded: this machine was busy ({result.busy}); record on a "
+            "quiet machine, or add --force to keep it anyway"
+        )
+    elif args.record:
+        print(f"recorded in {_core.record(result, args.out)}")
 
 
 if __name__ == "__main__":

@@ -81,5 +81,6 @@ register(
         repeats=20,
         cpu_repeats=10,
         report=report,
+        smoke={"size": 32},
     )
 )

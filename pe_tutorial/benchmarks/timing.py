@@ -40,6 +40,7 @@ from ..devices import (
     peak_bandwidth,
     synchronize,
 )
+from ..memory import tensors_written
 
 __all__ = [
     "NOISY_SPREAD",
@@ -285,7 +286,10 @@ def measure(
     a page fault or a cache miss that others do not) starts again with
     samples that each average ``BATCH_GROWTH`` times as many calls in a row
     (``Timing.calls_per_sample``): the mean of a few calls varies less than
-    one call, as in ``timeit``.
+    one call, as in ``timeit``. If the caps end the rounds before such a row
+    has ``repeats`` of its longer samples (a busy machine makes every call
+    slow), it keeps its last full set, noisy as it was: every row comes back
+    with at least ``repeats`` times.
     """
     _check_counts(warmup, repeats)
     if max_seconds is not None and not max_seconds > 0:
@@ -308,6 +312,10 @@ def measure(
     synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
     calls = [1] * len(everything)  # calls in a row that one sample averages
+    # a row's last full set of samples (at least `repeats`) before it started again
+    # with longer ones: what it keeps if the caps end the rounds before the new set
+    # is full (on a busy machine), so no row comes back without times
+    kept: dict[int, tuple[int, list[float]]] = {}
     order = random.Random(0)
     start = time.perf_counter()
     rounds = 0
@@ -324,8 +332,12 @@ def measure(
             continue
         for i, row in enumerate(times):
             if len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD:
+                kept[i] = (calls[i], list(row))
                 calls[i] *= BATCH_GROWTH
                 row.clear()
+    for i, (kept_calls, kept_times) in kept.items():
+        if len(times[i]) < repeats:
+            calls[i], times[i] = kept_calls, kept_times
     timings = [
         Timing(
             case.name,
@@ -570,48 +582,3 @@ def _aligned(rows: list[list[str]]) -> list[str]:
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "-" * max(len(line) for line in lines))
     return lines
-
-
-# ---------------------------------------------------------------------------
-# what a function writes, counted op by op
-# ---------------------------------------------------------------------------
-
-
-def tensors_written(fn: Callable[[], object]) -> list[tuple[str, int]]:
-    """Run ``fn()`` eagerly and list ``(op, bytes)`` for every tensor an op writes.
-
-    Each ATen operator that produces a tensor is seen through a
-    ``TorchDispatchMode``; views (outputs sharing an input's storage, such as
-    slices and transposes) write nothing and are left out, in-place operators
-    count the bytes they overwrite. The count depends only on the code and the
-    shapes, not on the machine: it says how many full-size intermediates an
-    implementation materialises (chapter 10).
-    """
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
-
-    written: list[tuple[str, int]] = []
-
-    class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            inputs = {
-                t.untyped_storage().data_ptr()
-                for t in tree_flatten((args, kwargs or {}))[0]
-                if isinstance(t, torch.Tensor)
-            }
-            in_place = func._schema.name.endswith("_") or any(
-                a.alias_info is not None and a.alias_info.is_write
-                for a in func._schema.arguments
-            )
-            for t in tree_flatten(out)[0]:
-                if not isinstance(t, torch.Tensor):
-                    continue
-                if t.untyped_storage().data_ptr() in inputs and not in_place:
-                    continue  # a view: nothing written
-                written.append((func.__name__, t.numel() * t.element_size()))
-            return out
-
-    with Recorder():
-        fn()
-    return written

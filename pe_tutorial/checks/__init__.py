@@ -28,7 +28,7 @@ the input is reported as such before any value is compared.
 - chapter 10 (``checks.performance``): ``check_rope_qk(fn)`` for
   ``fn(q, k, positions=None)``, RoPE on q and k with cos and sin computed
   once, within a budget of bytes written (``ROPE_QK_BUDGET`` copies of q and
-  k, counted by ``benchmarks.tensors_written``);
+  k, counted by ``pe_tutorial.memory.tensors_written``);
   ``check_alibi_score_mod(fn)`` for ``fn(num_heads)`` returning ALiBi's
   FlexAttention ``score_mod``; ``check_causal_block_mask(fn)`` for
   ``fn(seq_len)`` returning the causal ``BlockMask``;

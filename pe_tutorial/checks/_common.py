@@ -10,7 +10,7 @@ import torch
 PACKAGE = "pe_tutorial"
 
 
-def _described(value) -> str:
+def described(value) -> str:
     if isinstance(value, type):
         return f"the class {value.__name__}"
     if isinstance(value, torch.Tensor):
@@ -31,7 +31,7 @@ def require_own_function(fn) -> None:
         raise AssertionError(
             f"the check needs your function itself, passed by name without calling "
             f"it (check_apply_rope(apply_rope), not check_apply_rope(apply_rope(x))); "
-            f"it got {_described(fn)}"
+            f"it got {described(fn)}"
         )
     target = getattr(fn, "func", fn)  # functools.partial(package_function, ...)
     module = getattr(target, "__module__", None) or ""

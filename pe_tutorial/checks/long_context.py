@@ -11,7 +11,7 @@ import torch
 from ..attention.local_global import sliding_window_mask, window_overlay
 from ..encodings.mrope import mrope_position_ids
 from ..encodings.rope_scaling import yarn_attention_factor
-from ._common import _described, call, check_shape
+from ._common import call, check_shape, described
 from ._helpers import call_any, first_wrong_row
 
 __all__ = [
@@ -258,7 +258,7 @@ def check_yarn_attention_factor(fn: Callable[[float], float]) -> None:
         got = call_any(fn, what, s)
         if isinstance(got, bool) or not isinstance(got, numbers.Real):
             raise AssertionError(
-                f"{what} returned {_described(got)}; return a Python float (math.log "
+                f"{what} returned {described(got)}; return a Python float (math.log "
                 "works on floats; a 0-d tensor converts with float(...))"
             )
         want = yarn_attention_factor(s)

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import torch
 
-from ..benchmarks.timing import tensors_written
 from ..encodings.rope import apply_rope
-from ._common import _described, check_dtype, check_shape, close, diagnose
+from ..memory import tensors_written
+from ._common import check_dtype, check_shape, close, described, diagnose
 from ._helpers import call_any, first_wrong_row
-from .rope import _rope_mistakes
+from .rope import rope_mistakes
 
 __all__ = [
     "ROPE_QK_BUDGET",
@@ -39,7 +39,7 @@ def _rotated_pair(fn, what, q, k, positions):
         and all(isinstance(t, torch.Tensor) for t in out)
     ):
         raise AssertionError(
-            f"{what} returned {_described(out)}; return the pair (q_rot, k_rot), "
+            f"{what} returned {described(out)}; return the pair (q_rot, k_rot), "
             "two tensors"
         )
     if not (torch.equal(copies[0], q) and torch.equal(copies[1], k)):
@@ -57,7 +57,7 @@ def check_rope_qk(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
     pairing, base 10000, for q ``(B, H, T, D)`` and k ``(B, H_kv, T, D)`` in
     float32 (``H_kv`` may be smaller: grouped-query attention), computes cos and
     sin once for both, and writes at most ``ROPE_QK_BUDGET`` times the bytes of
-    q and k in all (``benchmarks.tensors_written``: every tensor an operation
+    q and k in all (``pe_tutorial.memory.tensors_written``: every tensor an operation
     writes, the results included).
     """
     generator = torch.Generator().manual_seed(0)
@@ -65,10 +65,10 @@ def check_rope_qk(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
         ((1, 2, 6, 8), (1, 2, 6, 8), None, "left out (0, 1, ..., 5)"),
         ((2, 4, 5, 16), (2, 2, 5, 16), torch.arange(5) + 37, "37, 38, ..., 41"),
     ]
-    for q_shape, k_shape, positions, described in cases:
+    for q_shape, k_shape, positions, named in cases:
         q = torch.randn(q_shape, generator=generator)
         k = torch.randn(k_shape, generator=generator)
-        what = f"fn(q of shape {q_shape}, k of shape {k_shape}, positions {described})"
+        what = f"fn(q of shape {q_shape}, k of shape {k_shape}, positions {named})"
         got = _rotated_pair(fn, what, q, k, positions)
         at = torch.arange(q_shape[-2]) if positions is None else positions
         results = (("q", "first", q, got[0], k), ("k", "second", k, got[1], q))
@@ -84,7 +84,7 @@ def check_rope_qk(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> None:
                     x,
                     f"{name} is returned as it was: rotate q and k both, by the same angles",
                 ),
-                *_rope_mistakes(x, at, "half"),
+                *rope_mistakes(x, at, "half"),
             ]
             if other.shape == x.shape:
                 swapped = "the results are swapped: return (q_rot, k_rot), q's first"
@@ -179,7 +179,7 @@ def check_alibi_score_mod(fn: Callable[[int], Callable]) -> None:
         score_mod = call_any(fn, what, num_heads)
         if not callable(score_mod) or isinstance(score_mod, type):
             raise AssertionError(
-                f"{what} returned {_described(score_mod)}; return the score_mod "
+                f"{what} returned {described(score_mod)}; return the score_mod "
                 "function itself (def score_mod(score, b, h, q_idx, kv_idx): ..., "
                 "then return score_mod)"
             )
@@ -265,7 +265,7 @@ def check_causal_block_mask(fn: Callable[[int], object]) -> None:
             given = (
                 "a function (a mask_mod?)"
                 if callable(got) and not isinstance(got, type)
-                else _described(got)
+                else described(got)
             )
             raise AssertionError(
                 f"{what} returned {given}, not a BlockMask; build it from your "

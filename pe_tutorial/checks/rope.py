@@ -90,7 +90,7 @@ def _rope_written_back_wrongly(x, positions, pairing):
     return torch.cat((ya, yb), dim=-1)
 
 
-def _rope_mistakes(x, positions, pairing):
+def rope_mistakes(x, positions, pairing):
     other = "interleaved" if pairing == "half" else "half"
     layout = (
         "channel i with i + D/2 (a = x[..., :D/2], b = x[..., D/2:])"
@@ -180,7 +180,7 @@ def check_apply_rope(fn: Callable[..., torch.Tensor]) -> None:
             want = apply_rope(x, positions, pairing=pairing)
             if close(got, want, 1e-4):
                 continue
-            diagnose(what, got, want, _rope_mistakes(x, positions, pairing), 1e-4)
+            diagnose(what, got, want, rope_mistakes(x, positions, pairing), 1e-4)
     # precision: bfloat16 storage, positions in the thousands
     x = torch.randn(1, 1, 4, 8, generator=generator).to(torch.bfloat16)
     positions = torch.arange(4) + 5000

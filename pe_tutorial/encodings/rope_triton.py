@@ -20,9 +20,13 @@ and k) or from the caller (``cos_sin``); the kernel reads them through
 broadcast strides, so per-row positions cost no copies.
 
 Triton is not a dependency of ``pe_tutorial``: it is imported on the first
-call. ``triton_status(device)`` says whether the kernel can run: on a CUDA
-(or ROCm) GPU, or anywhere with ``TRITON_INTERPRET=1`` (Triton's interpreter,
-on CPU tensors, slow, for tests). Triton reads ``TRITON_INTERPRET`` when a
+call. ``triton_status(device, dtype)`` says whether the kernel can run: on a
+CUDA (or ROCm) GPU, or anywhere with ``TRITON_INTERPRET=1`` (Triton's
+interpreter, on CPU tensors, slow, for tests). On an NVIDIA GPU it checks the
+compute capability first: Triton compiles for 7.0 and newer, and bfloat16
+needs 8.0 (Ampere), so on Colab's T4 (7.5) bfloat16 q and k are refused with
+what to do instead (float16, which a T4 runs natively, or the eager
+``apply_rope_qk``) rather than meeting Triton's own compiler error. Triton reads ``TRITON_INTERPRET`` when a
 kernel is defined; this one is defined at its first call in each mode and
 calls no jit-compiled helper of ``triton.language`` (those were defined when
 triton was imported), so the value at call time is the one that counts.
@@ -48,6 +52,13 @@ _INSTEAD = (
 # one definition of the kernel per mode: compiled for the GPU, or interpreted
 _KERNELS: dict[bool, object] = {}
 
+# Triton compiles for NVIDIA GPUs of compute capability 7.0 and newer (torch.compile's
+# inductor asks the same); its bfloat16 needs 8.0, as devices.BFLOAT16_CAPABILITY says
+# for every bfloat16 kernel (encodings import nothing of the package but _validation,
+# so the number is repeated here, and a test holds the two equal)
+TRITON_CAPABILITY = (7, 0)
+BFLOAT16_CAPABILITY = (8, 0)
+
 
 def _interpreting() -> bool:
     try:
@@ -57,10 +68,17 @@ def _interpreting() -> bool:
     return bool(knobs.runtime.interpret)
 
 
-def triton_status(device: torch.device | str | None = None) -> tuple[bool, str]:
-    """Whether the Triton RoPE kernel can run on ``device`` (default: a GPU if any).
+def triton_status(
+    device: torch.device | str | None = None, dtype: torch.dtype | None = None
+) -> tuple[bool, str]:
+    """Whether the Triton RoPE kernel can run on ``device`` (default: a GPU if any)
+    for q and k of ``dtype`` (None: any dtype the GPU can run).
 
     Returns ``(True, how)`` or ``(False, why not, and what to use instead)``.
+    On an NVIDIA GPU older than compute capability 7.0 Triton compiles
+    nothing; below 8.0 (a T4 is 7.5) it has no bfloat16, and bfloat16 q and
+    k are refused with what to do: float16 (q.half(), k.half()), or the
+    eager ``apply_rope_qk``, which runs bfloat16 on any GPU.
     """
     try:
         import triton  # noqa: F401
@@ -78,15 +96,45 @@ def triton_status(device: torch.device | str | None = None) -> tuple[bool, str]:
             "CPU, slowly (for checking, not for speed)"
         )
     if device.type == "cuda" and torch.cuda.is_available():
-        return (
-            True,
-            f"Triton compiles the kernel for {torch.cuda.get_device_name(device)}",
-        )
+        name = torch.cuda.get_device_name(device)
+        problem = _capability_problem(device, dtype, name)
+        if problem is not None:
+            return False, problem
+        return True, f"Triton compiles the kernel for {name}"
     return False, (
         f"Triton kernels run on CUDA or ROCm GPUs, and the tensors are on {device} "
         f"(CUDA available: {torch.cuda.is_available()}); set TRITON_INTERPRET=1 to "
         f"run the kernel in Triton's CPU interpreter (slow), or {_INSTEAD}"
     )
+
+
+def _capability_problem(
+    device: torch.device, dtype: torch.dtype | None, name: str
+) -> str | None:
+    """Why this NVIDIA GPU cannot run the kernel on ``dtype``, or None if it can.
+
+    ROCm GPUs report their architecture, not a CUDA capability: they pass.
+    """
+    if torch.version.hip is not None:
+        return None
+    capability = tuple(torch.cuda.get_device_capability(device))
+    have = f"{name} has compute capability {capability[0]}.{capability[1]}"
+    if capability < TRITON_CAPABILITY:
+        need = ".".join(map(str, TRITON_CAPABILITY))
+        return (
+            f"Triton compiles for NVIDIA GPUs of compute capability {need} or newer, "
+            f"and {have}; use pe_tutorial.encodings.fused_rope.apply_rope_qk "
+            "(eager), which computes the same result on any GPU"
+        )
+    if dtype == torch.bfloat16 and capability < BFLOAT16_CAPABILITY:
+        need = ".".join(map(str, BFLOAT16_CAPABILITY))
+        return (
+            f"Triton's bfloat16 needs compute capability {need} or newer, and {have} "
+            "(a T4 is 7.5); pass q and k in float16 (q.half(), k.half()), which "
+            "this GPU runs natively, or use pe_tutorial.encodings.fused_rope."
+            "apply_rope_qk (eager), which rotates bfloat16 on any GPU"
+        )
+    return None
 
 
 def _define_kernel():
@@ -213,11 +261,12 @@ def apply_rope_qk_triton(
     strides (e.g. views of a fused qkv projection) and up to 4 dimensions, or
     more when the leading ones can be merged without a copy.
 
-    Raises ``RuntimeError`` when the kernel cannot run here (see
+    Raises ``RuntimeError`` when the kernel cannot run here, for example
+    bfloat16 on a GPU older than compute capability 8.0 such as a T4 (see
     ``triton_status``), ``ValueError`` for bad arguments.
     """
     if isinstance(q, torch.Tensor):
-        ready, why = triton_status(q.device)
+        ready, why = triton_status(q.device, q.dtype)
         if not ready:
             raise RuntimeError(f"the Triton RoPE kernel cannot run: {why}")
     pairing, rotary_dim, cos, sin = prepare_qk(

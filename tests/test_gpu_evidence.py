@@ -1,0 +1,149 @@
+"""tools/gpu_evidence.py, the prepared GPU run: its dry run on the CPU end to end, and
+that a step that fails or runs out of time is written down while the next still runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import gpu_evidence  # noqa: E402
+
+from pe_tutorial import benchmarks  # noqa: E402
+
+
+def test_the_dry_run_does_every_step_on_the_cpu_and_says_what_it_skipped(tmp_path):
+    out, bundle = tmp_path / "evidence", tmp_path / "bundle"
+    done = subprocess.run(
+        [sys.executable, "tools/gpu_evidence.py", "--dry-run"]
+        + ["--out", str(out), "--bundle", str(bundle)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    steps = {step["name"]: step for step in summary["steps"]}
+    assert done.returncode == 0, (done.stdout, [s["detail"] for s in steps.values()])
+    assert list(steps) == ["environment", "agreement", "record", "tests"]
+    assert all(s["status"] == "passed" and s["seconds"] >= 0 for s in steps.values())
+    assert summary["dry_run"] and summary["ok"] and summary["device"]["device"] == "cpu"
+    assert summary["environment"]["versions"]["torch"] == torch.__version__
+    # agreement: the eager, Triton (interpreted) and Flex paths ran and agree; the
+    # compiled ones are skipped, and the summary says so
+    checks = {c["name"]: c for c in summary["checks"]}
+    assert not [c for c in checks.values() if c["status"] == "failed"]
+    for path in ("apply_rope_qk, in place", "Triton kernel", "Triton, in place"):
+        assert checks[f"RoPE bfloat16, half pairs, offset positions: {path}"][
+            "status"
+        ] == ("passed")
+    assert checks["attention float16, causal, ALiBi: Flex eager"]["status"] == "passed"
+    assert checks["attention float32, causal, ALiBi: Flex compiled"]["status"] == (
+        "skipped"
+    )
+    skipped = " ".join(summary["skipped"])
+    assert "compiled paths" in skipped and "Triton's interpreter" in skipped
+    assert "never commit them" in skipped
+    # record: every suite, in the files the chapters read, marked as smoke runs
+    assert set(summary["suites"]) == set(benchmarks.SUITES)
+    assert summary["environment"]["suites"] == sorted(benchmarks.SUITES)
+    assert all(state.startswith("recorded") for state in summary["suites"].values())
+    files = sorted((out / "results").glob("bench-*--cpu-*.json"))
+    assert len(files) == len(benchmarks.SUITES)
+    for path in files:
+        document = json.loads(path.read_text())
+        assert (
+            document["settings"]["smoke"] is True and "--smoke" in document["command"]
+        )
+        benchmarks.SuiteResult.from_dict(document).table()
+    # tests: the GPU-only ones were selected, and skip here
+    assert summary["tests"]["selected"] >= 1 and summary["tests"]["failed"] == 0
+    assert summary["tests"]["skipped"] >= 1
+    text = (out / "summary.txt").read_text()
+    assert "DRY RUN" in text and "every step passed" in text and "agreement" in text
+    # the bundle: the whole folder in one archive, and the two summaries
+    assert sorted(p.name for p in bundle.iterdir()) == [
+        "gpu-evidence.tar.gz",
+        "summary.json",
+        "summary.txt",
+    ]
+    with tarfile.open(bundle / "gpu-evidence.tar.gz") as tar:
+        names = tar.getnames()
+    assert "gpu-evidence/summary.json" in names
+    assert sum(name.startswith("gpu-evidence/results/bench-") for name in names) == len(
+        files
+    )
+
+
+def test_a_step_that_fails_or_runs_out_of_time_is_written_down_and_the_next_runs(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(gpu_evidence, "MIN_STEP_SECONDS", 0.1)
+    evidence = gpu_evidence.Evidence(tmp_path, dry_run=True, budget=60)
+    python = sys.executable
+    failing, code = evidence.step("one", [python, "-c", "raise SystemExit(3)"], 30, 2)
+    assert code == 3 and failing["status"] == "failed"
+    slow, code = evidence.step(
+        "two", [python, "-c", "import time; time.sleep(60)"], 0.5, 1
+    )
+    assert code is None and slow["status"] == "timed out" and slow["seconds"] < 30
+    quick, code = evidence.step("three", [python, "-c", "print('ran')"], 30, 0)
+    assert code == 0 and quick["status"] == "passed"
+    assert (tmp_path / "logs" / "three.log").read_text() == "ran\n"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["status"] for s in summary["steps"]] == ["failed", "timed out", "passed"]
+    assert summary["ok"] is False
+    assert "NOT every step passed" in (tmp_path / "summary.txt").read_text()
+    # past the whole budget a step is skipped, not started
+    evidence.deadline = 0
+    late, code = evidence.step("four", [python, "-c", "pass"], 30, 0)
+    assert code is None and late["status"] == "skipped"
+    assert late["detail"] == "no time left"
+
+
+def test_a_suite_the_record_step_never_reached_is_listed_as_not_recorded(tmp_path):
+    log = tmp_path / "record.log"
+    log.write_text("FAILED: rope: RuntimeError: broken\n")
+    (tmp_path / "bench-roofline--cuda-x.json").write_text(
+        json.dumps({"busy": "the load changed", "settings": {}})
+    )
+    states = gpu_evidence._suite_states(
+        tmp_path, log, ["rope", "roofline", "train_step"]
+    )
+    assert states["rope"].startswith("FAILED")
+    assert states["roofline"] == "recorded, flagged busy: the load changed"
+    assert states["train_step"].startswith("NOT recorded (the step stopped before it")
+
+
+def test_a_check_that_disagrees_or_breaks_fails_without_stopping_the_others(tmp_path):
+    checks = gpu_evidence.Checks(tmp_path, {"device": "cpu"}, dry_run=True)
+    want = torch.ones(3)
+    checks.compare("right", lambda: torch.ones(3) + 1e-5, want, 1e-4)
+    checks.compare("wrong", lambda: (torch.ones(3) * 2,), (want,), 1e-4)
+    checks.compare("broken", lambda: 1 / 0, want, 1e-4)
+    checks.compare("nan", lambda: torch.full((3,), float("nan")), want, 1e-4)
+    checks.skip("elsewhere", "needs a GPU")
+    document = json.loads((tmp_path / "agreement.json").read_text())
+    status = {c["name"]: (c["status"], c["detail"]) for c in document["checks"]}
+    assert status["right"] == ("passed", "")
+    assert status["wrong"] == ("failed", "largest difference 1 > 0.0001")
+    assert status["broken"] == ("failed", "ZeroDivisionError: division by zero")
+    assert status["nan"] == ("failed", "not finite")
+    assert status["elsewhere"] == ("skipped", "needs a GPU")
+
+
+@pytest.mark.parametrize("marked_only", [False, True])
+def test_the_cuda_tests_are_found_in_the_files_that_mention_cuda(marked_only):
+    files = gpu_evidence.cuda_test_files(marked_only=marked_only)
+    # test_rope.py holds a test skipped without a GPU
+    assert "tests/test_rope.py" in files
+    assert ("tests/test_devices.py" in files) is not marked_only
+    assert all((ROOT / f).read_text().lower().count("cuda") for f in files)
