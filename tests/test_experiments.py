@@ -7,7 +7,7 @@ import functools
 import json
 import shutil
 import tomllib
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from pe_tutorial.experiments import (
     cli,
     load_results,
     main,
+    presets,
     results_path,
     run_experiments,
     summarise,
@@ -62,6 +63,19 @@ TINY = replace(
         "depths": (0.0, 1.0),
     },
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread for this module's runs. A ``--jobs`` worker takes this
+    process's threads shared out (one each), and torch's CPU sums depend on the
+    number of threads (a tiny model's scores move in the eighth digit between one
+    and two), so a unit computed here and one computed by a worker agree exactly
+    only with the same number."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -279,14 +293,11 @@ def test_summarise_rows(tiny_results):
 
 
 def test_cli_rejects_unknown_preset_and_device(capsys):
-    with pytest.raises(SystemExit):
-        main(["--preset", "huge"])
-    assert (
-        "choose one of ('quick', 'standard', 'frontier', 'full')"
-        in capsys.readouterr().err
-    )
-    with pytest.raises(SystemExit):
-        main(["--device", "tpu"])
+    assert main(["--preset", "huge"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1  # one line
+    assert "choose one of ('quick', 'standard', 'frontier', 'full')" in error
+    assert main(["--device", "tpu"]) == 2
     assert "unknown device 'tpu'" in capsys.readouterr().err
 
 
@@ -341,6 +352,135 @@ def test_a_stopped_run_resumed_gives_the_same_results(
     # five variants of two seeds: only the seven not finished before the stop
     assert len(ran) == 5 * len(TINY.seeds) - 3
     assert without_times(resumed) == without_times(tiny_results)
+
+
+def _same_record(record: dict, expected: dict) -> None:
+    """Two records agree: the JSON less the metadata (times, dates, the command),
+    and what the metadata says was computed (corpora, code, device, threads)."""
+    assert without_times(record) == without_times(expected)
+    for key in ("corpus", "corpora", "code_version", "device", "threads"):
+        assert record["metadata"][key] == expected["metadata"][key], key
+
+
+def test_jobs_give_the_record_of_one_process(tiny_results, tmp_path, monkeypatch):
+    """Two worker processes of one thread each compute what this one does."""
+    monkeypatch.setitem(experiments.PRESETS, "quick", TINY)
+    out = tmp_path / "out.json"
+    command = ["--json", str(out), "--jobs", "2", "--device", "cpu", "--no-progress"]
+    assert main(command) == 0
+    record = json.loads(out.read_text())
+    assert record["metadata"]["jobs"] == 2 and record["metadata"]["threads"] == 1
+    _same_record(record, tiny_results)
+    assert not (tmp_path / "out.json.partial").exists()
+
+
+def test_a_worker_takes_its_share_of_threads_and_a_gpu_in_turn(monkeypatch):
+    from pe_tutorial.experiments import pool
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 16)
+    assert pool.worker_threads(4) == 4 and pool.worker_threads(32) == 1
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    cuda = torch.device("cuda")
+    assert pool.worker_devices(cuda, 3) == ["cuda:0", "cuda:1", "cuda:0"]
+    assert pool.worker_devices(torch.device("cuda:1"), 2) == ["cuda:1"] * 2
+    assert pool.worker_devices(torch.device("cpu"), 2) == ["cpu"] * 2
+
+
+@pytest.fixture(scope="module")
+def tiny_shards(tmp_path_factory):
+    """The tiny preset run as two shards from the command line: their files, and
+    what the commands printed."""
+    folder = tmp_path_factory.mktemp("shards")
+    out = folder / "out.json"
+    printed = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(experiments.PRESETS, "quick", TINY)
+        patch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(a)))
+        for k in (1, 2):
+            command = ["--json", str(out), "--shard", f"{k}/2", "--device", "cpu"]
+            assert main([*command, "--no-progress"]) == 0
+    parts = [folder / f"out.json.{k}-of-2.partial" for k in (1, 2)]
+    assert not out.exists()
+    return out, parts, "\n".join(printed)
+
+
+def test_shards_merged_give_the_record_of_one_process(tiny_shards, tiny_results):
+    out, parts, printed = tiny_shards
+    assert f"merge {out} {parts[0]} {parts[1]}" in printed
+    held = [json.loads(part.read_text()) for part in parts]
+    keys = [list(part["units"]) for part in held]
+    plan = list(held[0]["plan"])
+    # every other unit of the plan, in its order, from the first or the second
+    assert keys == [plan[0::2], plan[1::2]] and len(plan) == 22
+    assert [part["shard"] for part in held] == [[1, 2], [2, 2]]
+    assert main(["merge", str(out), *map(str, parts)]) == 0
+    merged = json.loads(out.read_text())
+    _same_record(merged, tiny_results)
+    seconds = sum(u["seconds"] for part in held for u in part["units"].values())
+    assert merged["metadata"]["wall_seconds"] == pytest.approx(seconds)
+    assert [p["shard"] for p in merged["metadata"]["parts"]] == [[1, 2], [2, 2]]
+    assert merged["metadata"]["command"].startswith(
+        "python -m pe_tutorial.experiments merge"
+    )
+
+
+def _merge_fails(capsys, out: Path, parts: list[Path]) -> str:
+    """Merging ``parts`` fails with one line and writes nothing; the line."""
+    assert main(["merge", str(out), *map(str, parts)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and not out.exists()
+    prefix = "python -m pe_tutorial.experiments merge: error: "
+    assert error.startswith(prefix)
+    return error.removeprefix(prefix).strip()
+
+
+def test_merge_names_the_units_no_part_holds(tiny_shards, tmp_path, capsys):
+    _, parts, _ = tiny_shards
+    error = _merge_fails(capsys, tmp_path / "out.json", parts[:1])
+    missing = list(json.loads(parts[1].read_text())["units"])
+    assert error.startswith("cannot merge: 11 of 22 units are in none of the parts: ")
+    assert ", ".join(missing[:12]) in error and "--resume" in error
+
+
+def test_merge_refuses_units_whose_fingerprints_disagree(tiny_shards, tmp_path, capsys):
+    _, parts, _ = tiny_shards
+    other = tmp_path / "other.partial"
+    document = json.loads(parts[1].read_text())
+    key = next(iter(document["units"]))
+    document["units"][key]["fingerprint"]["code"] = "0123456789abcdef"
+    other.write_text(json.dumps(document))
+    error = _merge_fails(capsys, tmp_path / "out.json", [parts[0], other])
+    assert error.startswith("cannot merge: the fingerprints of 1 units disagree")
+    assert f"(code differ): {key};" in error
+    # a part planned on another device type: every unit of its plan disagrees
+    document = json.loads(parts[1].read_text())
+    for fingerprint in document["plan"].values():
+        fingerprint["device_type"] = "cuda"
+    other.write_text(json.dumps(document))
+    error = _merge_fails(capsys, tmp_path / "out.json", [parts[0], other])
+    assert "the fingerprints of 22 units disagree" in error
+    assert "(device_type differ)" in error
+
+
+def test_merge_refuses_parts_of_other_experiments_and_files_it_cannot_read(
+    tiny_shards, tiny_run, tmp_path, capsys
+):
+    _, parts, _ = tiny_shards
+    other = tmp_path / "other.partial"
+    document = json.loads(parts[1].read_text())
+    del document["plan"]["lm/rope/pre/input/0"]
+    other.write_text(json.dumps(document))
+    error = _merge_fails(capsys, tmp_path / "out.json", [parts[0], other])
+    assert error.startswith(f"cannot merge {other} with {parts[0]}: they are of ")
+    other.write_text(parts[1].read_text()[:100])
+    error = _merge_fails(capsys, tmp_path / "out.json", [parts[0], other])
+    assert error.startswith(f"cannot merge {other}: it is not whole JSON")
+    old = json.loads(tiny_run[1].read_text())
+    other.write_text(json.dumps({"units": old["units"]}))  # before headers
+    error = _merge_fails(capsys, tmp_path / "out.json", [other])
+    assert "it has no header" in error and "--resume" in error
+    error = _merge_fails(capsys, tmp_path / "out.json", [tmp_path / "missing"])
+    assert error == f"cannot merge {tmp_path / 'missing'}: there is no such file"
 
 
 def _recording(method, calls):
@@ -524,8 +664,7 @@ def test_cli_resume_refuses_other_code_unless_told_to_keep_it(
     assert "reused although recorded by other code, as --keep-old-code asks" in printed
     assert ran == [] and out.is_file() and not partial.exists()
 
-    with pytest.raises(SystemExit):
-        main(["--json", str(out), "--keep-old-code"])
+    assert main(["--json", str(out), "--keep-old-code"]) == 2
     assert "--keep-old-code goes with --resume" in capsys.readouterr().err
 
 
@@ -559,7 +698,10 @@ def _field_changes(preset: Preset):
     set, every key of a task's dict, any other field as a whole."""
     for field in dataclasses.fields(Preset):
         name, value = field.name, getattr(preset, field.name)
-        if name == "model":
+        if name == "sweep":  # its values reach a unit as its variant's (a test below)
+            sweep = (("train.warmup_steps", (2, 3)),)
+            yield name, name, replace(preset, sweep=sweep)
+        elif name == "model":
             built = ModelConfig(**{"max_positions": preset.train.seq_len, **value})
             for f in dataclasses.fields(ModelConfig):
                 if f.name not in RUNNER_SETS and f.default is not None:
@@ -586,6 +728,9 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatc
     cached = functools.cache(stdlib_corpus)
     monkeypatch.setitem(experiments.CORPORA, "stdlib", cached)
     monkeypatch.setitem(experiments.CORPORA, "shakespeare", cached)
+    # the preset's corpus changed: other bytes (the files in another order)
+    other = functools.partial(cached, seed=1)
+    monkeypatch.setitem(experiments.CORPORA, "stdlib-changed", other)
     # every kind of unit, and every tuple field non-empty (a change drops its last)
     walked = replace(
         TINY,
@@ -607,11 +752,17 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatc
         walked_fields.add(name)
         after = fingerprints(changed)
         common = base.keys() & after.keys()
-        assert {base[key][0] for key in common} == set(units.KINDS), what
+        if name != "sweep":  # a sweep replaces the schemes' plain variants
+            assert {base[key][0] for key in common} == set(units.KINDS), what
         for key in sorted(common):
             kind, before = base[key]
             moved = after[key][1] != before
-            assert moved == (name in kind.reads), (
+            # the preset's corpus is in no kind's reads: the corpus itself is in the
+            # fingerprint of each unit that reads it (described and hashed)
+            own_corpus = (
+                kind.corpus and before["arguments"]["variant"]["corpus"] is None
+            )
+            assert moved == (name in kind.reads or (name == "corpus" and own_corpus)), (
                 f"changing {what} {'moved' if moved else 'left'} the fingerprint "
                 f"of {key} ({kind.name}, which reads {kind.reads})"
             )
@@ -642,7 +793,9 @@ def test_a_unit_reads_only_what_its_kind_declares():
 
 
 def test_a_fingerprint_holds_the_arguments_the_corpus_the_device_and_the_code():
-    variant = Variant("rope", "post", "every_layer", 1e-3, (("num_layers", 2),), "x")
+    variant = Variant(
+        "rope", "post", "every_layer", 1e-3, (("num_layers", 2),), "x", (("steps", 5),)
+    )
 
     def printed(variant=variant, seed=0, device_type="cpu", corpus=None):
         return units.fingerprint(
@@ -736,14 +889,11 @@ def test_the_code_version_covers_the_modules_the_units_run(tmp_path, monkeypatch
 
 
 def test_cli_resume_needs_a_run_to_resume_and_a_place_to_write(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        main(["--resume"])
+    assert main(["--resume"]) == 2
     assert "add --record or --json" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--json", str(tmp_path / "out.json"), "--resume"])
+    assert main(["--json", str(tmp_path / "out.json"), "--resume"]) == 2
     assert "nothing to resume" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["--json", str(tmp_path / "missing" / "out.json")])
+    assert main(["--json", str(tmp_path / "missing" / "out.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
@@ -776,22 +926,57 @@ def test_the_recorded_standard_run_ships_with_the_package():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     package_data = pyproject["tool"]["setuptools"]["package-data"]["pe_tutorial"]
     assert "results/*.json" in package_data
+    assert "experiments/presets/*.toml" in package_data
 
 
-def test_the_recorded_frontier_run_is_of_the_preset_as_it_stands():
-    """Chapter 11 reads it: a preset changed since the recording must be recorded again."""
-    results = load_results("frontier")
+@pytest.mark.parametrize("name", ["standard", "frontier"])
+def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
+    """Chapters 9 and 11 read them: a preset changed since its recording (its file,
+    presets/NAME.toml) must be recorded again."""
+    results = load_results(name)
     assert results is not None, (
-        "record it: python -m pe_tutorial.experiments --preset frontier --record"
+        f"record it: python -m pe_tutorial.experiments --preset {name} --record"
     )
-    preset = PRESETS["frontier"]
+    preset = PRESETS[name]
     settings = results["settings"]
-    assert settings["train"] == json.loads(json.dumps(asdict(preset.train)))
+    # a TrainConfig field added since the recording reads as its default, which
+    # trains as before it existed (position_lr_multiplier 1.0)
+    assert TrainConfig(**settings["train"]) == preset.train
     assert settings["seeds"] == list(preset.seeds) and len(preset.seeds) >= 3
     assert {k: settings["model"][k] for k in preset.model} == preset.model
-    assert [e["scheme"] for e in results["language_model"]] == list(preset.schemes)
-    assert [e["scheme"] for e in results["passkey"]] == list(preset.schemes)
-    assert settings["passkey"] == json.loads(json.dumps(preset.passkey))
+    assert settings["lengths"] == preset.lengths
+    assert settings["eval_segments"] == preset.eval_windows
+    assert settings["extension_factor"] == preset.extension_factor
+    assert settings["finetune_steps"] == preset.finetune_steps
+    for task in ("lookback", "passkey"):
+        assert settings[task] == json.loads(json.dumps(getattr(preset, task))), task
+        scored = [e["scheme"] for e in results[task]]
+        assert scored == (list(preset.schemes) if getattr(preset, task) else [])
+    planned = [
+        (
+            v.scheme,
+            v.norm,
+            v.absolute,
+            v.corpus or preset.corpus,
+            v.learning_rate or preset.train.learning_rate,
+            dict(v.changes),
+        )
+        for v in presets.variants(preset)
+    ]
+    recorded = [
+        tuple(e[k] for k in ("scheme", "norm", "absolute", "corpus"))
+        + (e["learning_rate"], e["changes"])
+        for e in results["language_model"]
+    ]
+    assert recorded == planned
+    stages = [(m or "none", "zero-shot") for m in (None, *preset.extension_methods)]
+    stages += [(m or "none", "fine-tuned") for m in preset.finetune_methods]
+    assert [(e["method"], e["stage"]) for e in results["rope_extension"]] == stages
+    corpus = results["metadata"]["corpus"]
+    assert (corpus["train_bytes"], corpus["validation_bytes"]) == (
+        preset.train_bytes,
+        preset.validation_bytes,
+    )
     assert results["metadata"]["device_name"] and results["metadata"]["date"]
 
 

@@ -210,3 +210,63 @@ def test_bad_configurations_say_what_is_wrong():
         ModelConfig(scheme="irope", temperature_floor=0)
     with pytest.raises(ValueError, match="integer tensor of shape"):
         small("nope")(torch.zeros(2, 3))
+
+
+def _layers(*names: str) -> set[str]:
+    """``names`` under each of SMALL's two layers' schemes."""
+    return {
+        f"blocks.{i}.attention.scheme.{name}"
+        for i in range(SMALL["num_layers"])
+        for name in names
+    }
+
+
+# Each registered scheme's position parameters, written out by hand: what the
+# registry builds for the scheme and trains (fixed tables, RoPE's frequencies,
+# ALiBi's slopes are buffers). A scheme registered later must be added here.
+POSITION_PARAMETERS = {
+    "nope": set(),
+    "learned": {"input_table.weight"},
+    "sinusoidal": set(),
+    "rope": set(),
+    "alibi": set(),
+    # one table shared by the layers, named where the first layer holds it
+    "t5": {"blocks.0.attention.scheme.encoding.weight"},
+    "shaw": _layers("encoding.weight"),
+    "cope": _layers("encoding.weight"),
+    "deberta": _layers(
+        "encoding.embeddings",
+        "encoding.key_proj.weight",
+        "encoding.key_proj.bias",
+        "encoding.query_proj.weight",
+        "encoding.query_proj.bias",
+    ),
+    "p-rope": set(),
+    "irope": set(),
+    "local-global": set(),
+}
+
+
+@pytest.mark.parametrize("scheme", scheme_names())
+def test_position_parameters_are_the_schemes_own(scheme):
+    assert scheme in POSITION_PARAMETERS, f"write out {scheme!r}'s position parameters"
+    model = small(scheme)
+    named = dict(model.named_position_parameters())
+    assert set(named) == POSITION_PARAMETERS[scheme]
+    # the model's own parameters, under the names it gives them, each once
+    everything = dict(model.named_parameters())
+    assert all(everything[name] is p for name, p in named.items())
+    assert model.position_parameters() == list(named.values())
+    sizes = {name: tuple(p.shape) for name, p in named.items()}
+    if scheme == "t5":
+        assert sizes == {name: (32, 4) for name in named}  # buckets x heads
+    if scheme == "learned":
+        assert sizes == {"input_table.weight": (16, 32)}  # max_positions x d_model
+
+
+def test_a_table_in_every_layer_is_one_position_parameter():
+    model = small("learned", absolute="every_layer")
+    assert model.input_table is None
+    (name,) = dict(model.named_position_parameters())
+    assert name == "blocks.0.attention.scheme.encoding.weight"
+    assert set(POSITION_PARAMETERS) == set(scheme_names())

@@ -12,15 +12,24 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from pe_tutorial.attention.core import attention_weights  # noqa: E402
+from pe_tutorial.attention.equivariance import SelfAttention  # noqa: E402
 from pe_tutorial.encodings.rope import rope_frequencies  # noqa: E402
 from pe_tutorial.pages.plots import (  # noqa: E402
+    heatmap_stack,
+    learning_curves,
     length_curves,
+    line_plot,
     passkey_grid,
     passkey_grids,
     position_curves,
     rate_sweep,
+    rope_base_panels,
     rope_scaling_ratios,
+    self_attention_weights,
     shift_arcs,
+    turning_arrows,
+    word_order_panels,
 )
 
 
@@ -150,3 +159,137 @@ def test_shift_arcs_end_where_the_matrix_puts_each_start():
         assert arc.get_xdata()[0] == pytest.approx(math.sin(start * w))
         assert arc.get_xdata()[-1] == pytest.approx(math.sin(p * w), abs=1e-6)
     plt.close(ax.figure)
+
+
+def test_learning_curves_draw_each_entrys_mean_at_its_steps():
+    curve = {"steps": [2, 4, 6], "mean": [5.0, 3.0, 2.5], "std": [0.2, 0.1, 0.0]}
+    entries = [
+        {"curve": {**curve, "n": [3, 3, 3]}},
+        {"summary": {}},  # recorded before curves were: left out
+    ]
+    ax = learning_curves(entries, labels=["rope", "old"], title="t")
+    (line,) = ax.get_lines()[:1]
+    x, y = line.get_data()
+    assert list(x) == [2, 4, 6] and list(y) == [5.0, 3.0, 2.5]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["rope"]
+    segments = ax.containers[0].lines[2][0].get_segments()
+    bars = [value for s in segments for value in s[:, 1]]  # low, high per step
+    assert bars == pytest.approx([4.8, 5.2, 2.9, 3.1, 2.5, 2.5])
+    assert ax.get_xlabel() == "training step"
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="2 entries but 1 labels"):
+        learning_curves(entries, labels=["x"], title="")
+
+
+def test_self_attention_weights_are_the_heads_softmax():
+    layer = SelfAttention(8, seed=1)
+    x = torch.randn(5, 8, generator=torch.Generator().manual_seed(0))
+    got = self_attention_weights(layer, x)
+    want = attention_weights(x @ layer.w_q, x @ layer.w_k)
+    assert torch.allclose(got, want.detach(), atol=1e-6)
+    assert torch.allclose(got.sum(-1), torch.ones(5))
+
+
+def test_word_order_panels_put_b_back_in_as_order_and_draw_the_difference():
+    layer = SelfAttention(8, seed=0)
+    generator = torch.Generator().manual_seed(0)
+    words = ["w0", "w1", "w2", "w3"]
+    embedding = torch.randn(4, 8, generator=generator)
+    # B holds A's words in the order 2, 0, 3, 1 (not its own inverse)
+    b_words = torch.tensor([2, 0, 3, 1])
+    order = b_words.argsort()  # A's word i is B's word order[i]
+    assert [b_words[j].item() for j in order] == [0, 1, 2, 3]
+    positions = torch.randn(4, 8, generator=generator)
+    inputs = {
+        "without": (embedding, embedding[b_words]),
+        "with": (embedding + positions, embedding[b_words] + positions),
+    }
+    fig, largest = word_order_panels(layer, inputs, words, order)
+    images = {
+        ax.get_title(): torch.as_tensor(ax.images[0].get_array().data)
+        for ax in fig.axes
+        if ax.images
+    }
+    a = self_attention_weights(layer, embedding)
+    # without positions B's weights, put back in A's order, are A's
+    assert torch.allclose(images["without\nsentence B, in A's order"], a)
+    assert largest["without"] < 1e-6
+    # with positions they differ, and the bottom panel is the difference
+    a_pos = self_attention_weights(layer, embedding + positions)
+    b_pos = self_attention_weights(layer, inputs["with"][1])[order][:, order]
+    difference = (a_pos - b_pos).abs()
+    assert largest["with"] == pytest.approx(difference.max().item())
+    title = f"with\n|A - B|, largest {largest['with']:.2f}"
+    assert torch.allclose(images[title], difference)
+    # the two difference panels share one colour scale
+    gaps = [ax.images[0] for ax in fig.axes if "|A - B|" in ax.get_title()]
+    assert {image.get_clim() for image in gaps} == {(0, largest["with"])}
+    plt.close(fig)
+
+
+def test_turning_arrows_point_at_each_vector_on_the_first_ones_circle():
+    vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-0.6, 0.8]])
+    ax = turning_arrows(vectors, ["a", "b", "c"], title="t")
+    tips = [a.xy for a in ax.findobj(matplotlib.text.Annotation) if a.arrow_patch]
+    assert tips == [pytest.approx(v) for v in vectors.tolist()]
+    labels = {t.get_text(): t.get_position() for t in ax.texts if t.get_text()}
+    assert labels["c"] == pytest.approx((-0.672, 0.896))
+    (circle,) = ax.get_lines()
+    x, y = circle.get_data()
+    assert (x**2 + y**2) == pytest.approx([1.0] * len(x), abs=1e-6)
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="N labels"):
+        turning_arrows(vectors, ["a"], title="t")
+
+
+def test_rope_base_panels_draw_the_wavelengths_and_the_window_means():
+    distances = torch.arange(0, 11, dtype=torch.float64)
+    edges = [1, 5, 11]
+    bases = {
+        "base 10": (torch.tensor([1.0, 10.0]), distances * 2, torch.tensor([3.0, 4.0])),
+        "base 100": (torch.tensor([1.0, 99.0]), distances, torch.tensor([1.0, 2.0])),
+    }
+    fig = rope_base_panels(bases, distances, edges)
+    top, bottom = fig.axes
+    assert [line.get_ydata().tolist() for line in top.get_lines()] == [
+        [1.0, 10.0],
+        [1.0, 99.0],
+    ]
+    steps = [patch for patch in bottom.patches]
+    assert len(steps) == 2 and steps[0].get_label() == "base 10"
+    assert steps[0].get_data().values.tolist() == [3.0, 4.0]
+    assert steps[0].get_data().edges.tolist() == edges
+    # the raw curves, faint, from distance 1 on (the log axis has no 0)
+    faint = [line for line in bottom.get_lines() if line.get_alpha() == 0.15]
+    assert faint[0].get_xdata()[0] == 1 and bottom.get_xscale() == "log"
+    plt.close(fig)
+    with pytest.raises(ValueError, match="1 means for 2 windows"):
+        rope_base_panels({"x": (distances, distances, [1.0])}, distances, edges)
+
+
+def test_line_plot_can_put_its_legend_below_and_use_log_axes():
+    x = torch.tensor([1.0, 10.0, 100.0])
+    curves = {"a": x, "b": 2 * x}
+    ax = line_plot(x, curves, title="t", xlabel="x", ylabel="y", logx=True, logy=True)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    plt.close(ax.figure)
+    ax = line_plot(x, curves, title="t", xlabel="x", ylabel="y", legend="below")
+    legend = ax.get_legend()
+    # under the axes: anchored below their bottom edge
+    anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.y0 < 0 and [t.get_text() for t in legend.get_texts()] == ["a", "b"]
+    plt.close(ax.figure)
+
+
+def test_heatmap_stack_draws_each_table_in_its_own_titled_panel():
+    tables = {"one": torch.eye(3), "two": torch.ones(2, 4), "three": torch.zeros(2, 2)}
+    fig, axes = heatmap_stack(tables, columns=2, xlabel="key", cmap="viridis")
+    shown = [ax for ax in axes.flat if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["one", "two", "three"]
+    assert shown[1].images[0].get_array().tolist() == torch.ones(2, 4).tolist()
+    assert all(ax.get_xlabel() == "key" for ax in shown)
+    assert shown[0].images[0].get_cmap().name == "viridis"
+    # four panels for three tables: the last hidden; the figure no wider than 8 in
+    assert axes.shape == (2, 2) and not axes[1, 1].get_visible()
+    assert fig.get_figwidth() <= 8
+    plt.close(fig)

@@ -249,3 +249,44 @@ def test_a_switch_a_scheme_does_not_read_is_refused():
         ModelScheme("x", "scores", 0, "", options=("d_model",))
     with pytest.raises(ValueError, match="options must be a tuple"):
         ModelScheme("x", "scores", 0, "", options="rope_base")
+
+
+class LearnedPreviousTokenBonus(PreviousTokenBonus):
+    """The test scheme with its bonus a parameter, per head: a position parameter."""
+
+    def __init__(self, bonus: torch.nn.Parameter):
+        super().__init__(0.0)
+        self.weight = bonus
+
+    def bias(self, q, k, *, causal):
+        return self.weight[:, None, None] * super().bias(q, k, causal=causal).bool()
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_registered_schemes_parameters_are_its_position_parameters(shared):
+    """Wherever the entry puts them (one module shared by the layers, or one in each
+    layer), the scheme's parameters are the model's position parameters."""
+
+    def bonus(config):
+        return torch.nn.Parameter(torch.ones(config.num_heads))
+
+    if shared:
+        options = {
+            "shared": lambda c: torch.nn.ParameterList([bonus(c)]),
+            "layer": lambda c, table: LearnedPreviousTokenBonus(table[0]),
+        }
+    else:
+        options = {"layer": lambda c, table: LearnedPreviousTokenBonus(bonus(c))}
+    register_scheme(
+        ModelScheme(
+            "learned-previous-token", "scores", 0, "a learned test bias", **options
+        )
+    )
+    try:
+        model = ByteTransformer(ModelConfig(scheme="learned-previous-token", **SMALL))
+    finally:
+        unregister_scheme("learned-previous-token")
+    names = [name for name, _ in model.named_position_parameters()]
+    layers = range(1 if shared else SMALL["num_layers"])
+    assert names == [f"blocks.{i}.attention.scheme.weight" for i in layers]
+    assert all(p.shape == (4,) for p in model.position_parameters())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 from pe_tutorial.lm.train import (
     TrainConfig,
     bits_per_byte,
+    curve_steps,
     length_bits_per_byte,
     lookback_accuracy,
     passkey_accuracy,
@@ -245,3 +247,174 @@ def test_a_fresh_model_starts_near_ln_256_nats_a_byte():
         progress=False,
     )
     assert losses[0] == pytest.approx(math.log(256), abs=0.3)
+
+
+def test_curve_steps_are_spread_evenly_and_end_at_the_last_step():
+    assert curve_steps(800, 8) == [100, 200, 300, 400, 500, 600, 700, 800]
+    assert curve_steps(10, 3) == [3, 7, 10]
+    assert curve_steps(3, 8) == [1, 2, 3]  # fewer steps than points: every step
+    assert curve_steps(5, 0) == []
+    with pytest.raises(ValueError, match="points must be a non-negative integer"):
+        curve_steps(10, -1)
+
+
+def _t5() -> ByteTransformer:
+    torch.manual_seed(0)
+    return ByteTransformer(
+        ModelConfig(
+            scheme="t5", d_model=32, num_heads=2, num_layers=2, max_positions=16
+        )
+    )
+
+
+TEXT = torch.tensor(list(b"def f(x):\n    return x + 1\n" * 60), dtype=torch.uint8)
+
+
+def _train(model, config, **options):
+    batches = functools.partial(random_windows, TEXT, config.batch_size, config.seq_len)
+    return train(model, batches, config, progress=False, **options)
+
+
+def _state(model) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.state_dict().items()}
+
+
+def test_a_learning_curve_leaves_the_training_as_it_is():
+    """The model trained with a curve read every other step is the same, to the bit,
+    as without: the reading runs without gradients, in eval mode (training mode
+    again after it), on a forked random state, so even a reading that draws from
+    the global generator (this one does) leaves it where training left it."""
+    config = TrainConfig(steps=6, batch_size=4, seq_len=16, warmup_steps=2, seed=1)
+    windows = TEXT[: 4 * 16 + 1]
+    plain = _t5()
+    plain_losses = _train(plain, config)
+    after_plain = torch.rand(3)  # what a dropout layer would draw next
+    curve = []
+
+    def score(model):
+        torch.rand(100)  # a reading that consumes randomness
+        curve.append(bits_per_byte(model, windows, 16))
+
+    read = _t5()
+    modes = []
+    read.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    losses = _train(read, config, evaluate=score, evaluate_at=curve_steps(6, 3))
+    assert torch.equal(torch.rand(3), after_plain)
+    assert losses == plain_losses
+    for name, value in _state(read).items():
+        assert torch.equal(value, _state(plain)[name]), name
+    # two training steps, then a reading (one batch of the four windows), thrice
+    assert modes == [True, True, False] * 3
+    # the last point is the trained model's score on the same windows
+    assert len(curve) == 3 and curve[-1] == bits_per_byte(plain, windows, 16)
+
+
+def test_evaluate_at_counts_steps_of_this_training():
+    config = TrainConfig(steps=3, batch_size=2, seq_len=16, warmup_steps=1)
+    with pytest.raises(ValueError, match="count steps from 1 to 3, got \\[0, 2\\]"):
+        _train(_t5(), config, evaluate=lambda model: None, evaluate_at=[2, 0])
+    with pytest.raises(ValueError, match="count steps from 1 to 3"):
+        _train(_t5(), config, evaluate=lambda model: None, evaluate_at=[4])
+    with pytest.raises(ValueError, match="evaluate_at needs an evaluate callable"):
+        _train(_t5(), config, evaluate_at=[1])
+
+
+def _train_as_before(model, config):
+    """``train`` as it was before position parameters had a rate of their own: one
+    AdamW group over every parameter, the same schedule, clip and batches."""
+    from pe_tutorial.lm.train import _learning_rate, _loss
+
+    batches = functools.partial(random_windows, TEXT, config.batch_size, config.seq_len)
+    model.train()
+    optimiser = torch.optim.AdamW(
+        model.parameters(),
+        lr=config.learning_rate,
+        weight_decay=config.weight_decay,
+        betas=(0.9, 0.95),
+    )
+    generator = torch.Generator().manual_seed(config.seed)
+    losses = []
+    for step in range(config.steps):
+        for group in optimiser.param_groups:
+            group["lr"] = _learning_rate(config, step)
+        inputs, targets = batches(generator)
+        loss = _loss(model, inputs, targets)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimiser.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_a_position_rate_multiplier_of_one_trains_as_before():
+    config = TrainConfig(steps=5, batch_size=4, seq_len=16, warmup_steps=2)
+    assert config.position_lr_multiplier == 1.0
+    before, now = _t5(), _t5()
+    assert _train_as_before(before, config) == _train(now, config)
+    for name, value in _state(now).items():
+        assert torch.equal(value, _state(before)[name]), name
+
+
+def _moves(config) -> dict[str, torch.Tensor]:
+    """How far each parameter moved in training (each once, shared or not)."""
+    model = _t5()
+    start = {name: p.detach().clone() for name, p in model.named_parameters()}
+    _train(model, config)
+    return {name: p.detach() - start[name] for name, p in model.named_parameters()}
+
+
+def test_a_position_rate_multiplier_moves_the_t5_table_that_much_further():
+    """Adam's step is about the learning rate whatever the gradient's size, so a
+    table at ten times the rate moves ten times as far; the rest moves as before."""
+    # T5's one bias table, shared by the layers: the model's only position parameter
+    (table,) = [name for name, _ in _t5().named_position_parameters()]
+    assert table == "blocks.0.attention.scheme.encoding.weight"
+    one = TrainConfig(steps=1, batch_size=4, seq_len=16, warmup_steps=1)
+    ten = replace(one, position_lr_multiplier=10.0)
+    base, fast = _moves(one), _moves(ten)
+    # the first step: exactly ten times (the decay scales with the rate too) ...
+    # (to float32 rounding of weights near 0.02: atol 1e-7)
+    torch.testing.assert_close(fast[table], 10 * base[table], rtol=1e-4, atol=1e-7)
+    assert base[table].abs().max() == pytest.approx(one.learning_rate, rel=0.02)
+    # ... and every other parameter moves to the bit as before
+    for name in base:
+        if name != table:
+            assert torch.equal(fast[name], base[name]), name
+    # over a few steps (the gradients now differ a little): about ten times
+    one = TrainConfig(steps=5, batch_size=4, seq_len=16, warmup_steps=1)
+    base, fast = _moves(one), _moves(replace(one, position_lr_multiplier=10.0))
+    ratio = fast[table].norm() / base[table].norm()
+    assert 9 < ratio < 11, ratio
+    for name in base:
+        if name != table and base[name].norm() > 0:
+            change = (fast[name] - base[name]).norm() / base[name].norm()
+            assert change < 0.1, (name, change)
+
+
+def test_a_model_without_position_parameters_trains_alike_at_any_multiplier():
+    config = TrainConfig(steps=3, batch_size=4, seq_len=16, warmup_steps=1)
+    models = []
+    for multiplier in (1.0, 10.0):
+        torch.manual_seed(0)
+        model = ByteTransformer(
+            ModelConfig(scheme="rope", d_model=32, num_heads=2, num_layers=1)
+        )
+        assert model.position_parameters() == []
+        _train(model, replace(config, position_lr_multiplier=multiplier))
+        models.append(_state(model))
+    for name, value in models[0].items():
+        assert torch.equal(value, models[1][name]), name
+
+
+def test_the_position_rate_multiplier_is_checked():
+    with pytest.raises(ValueError, match="position_lr_multiplier must be a positive"):
+        TrainConfig(position_lr_multiplier=0.0)
+    config = TrainConfig(steps=1, batch_size=2, seq_len=8, position_lr_multiplier=2.0)
+    with pytest.raises(ValueError, match="needs a model that names its position"):
+        train(
+            nn.Linear(2, 2),
+            lambda generator: (torch.zeros(2, 8), torch.zeros(2, 8)),
+            config,
+            progress=False,
+        )

@@ -2,9 +2,20 @@
 
 Run from a shell::
 
-    python -m pe_tutorial.experiments --preset quick|standard|frontier|full \\
-        [--device auto|cpu|cuda|cuda:N|mps] [--json PATH] [--record] [--resume]
-        [--keep-old-code]
+    python -m pe_tutorial.experiments [--preset quick|standard|frontier|full |
+        --config FILE.toml] [--set KEY=VALUE ...] [--device auto|cpu|cuda|cuda:N|mps]
+        [--json PATH] [--record] [--resume] [--keep-old-code] [--jobs N]
+        [--shard K/N] [--dry-run]
+    python -m pe_tutorial.experiments merge OUT.json PART ...
+    python -m pe_tutorial.experiments show FILE [--figures DIR]
+
+An experiment is a TOML file (``config.py`` gives its keys and the sweep
+rule: a list under ``[sweep]`` trains each scheme at every value), or a
+preset, which is such a file shipped in the package (``presets/*.toml``), with
+fields changed by ``--set`` (``train.learning_rate=1e-3``); it is checked
+before anything trains. ``--jobs N`` computes N units at once on one machine;
+``--shard K/N`` runs every N-th unit so that N workers share a run, and
+``merge`` joins their files into the record one process would have written.
 
 Presets (``PRESETS``): ``quick`` runs inside chapter 9 on a laptop CPU (about
 90 s on two cores), ``standard`` is the recorded CPU run (three seeds, about
@@ -41,7 +52,7 @@ The experiments, on the standard-library byte corpus unless said otherwise:
 The parts, one idea each (each imports only those above it, and the floors
 below ``experiments``):
 
-- ``presets``     ``Preset``, ``Variant``, ``PRESETS``: what a run does
+- ``presets``     ``Preset``, ``Variant``: what a run does, its variants and sweeps
 - ``units``       the kinds of unit, the preset fields each reads, and the
                   fingerprint derived from them with the code version
 - ``measures``    small summaries of a unit's numbers (passkey depths, log text)
@@ -49,16 +60,29 @@ below ``experiments``):
                   a learned table lengthened)
 - ``tasks``       the look-back and passkey units
 - ``runner``      the plan of units; the language models trained and scored
+- ``pool``        units computed in several processes at once (``--jobs``)
 - ``record``      ``RunFile``: finished units on disk, and what resume reuses
+- ``config``      an experiment as a TOML file or flags, checked; ``PRESETS``
 - ``results``     where recorded results live; ``summarise`` and ``format_rows``
-- ``run``         ``run_experiments``: the plan computed or read back, assembled
+- ``run``         ``run_experiments``: the plan (or a shard) computed or read back,
+                  assembled
+- ``merge``       the run files of a sharded run joined into one record
+- ``viewer``      ``show``: a record's tables and figures
 - ``cli``         ``main``, the command line (``__main__`` runs it)
 """
 
 from __future__ import annotations
 
 from .cli import main
-from .presets import PRESETS, STANDARD_PASSKEY, Preset, Variant
+from .config import (
+    PRESETS,
+    ExperimentError,
+    preset_from_dict,
+    preset_to_dict,
+    read_experiment,
+)
+from .merge import MergeError, merge_parts
+from .presets import STANDARD_PASSKEY, Preset, Variant
 from .record import ResumeError, RunFile, partial_path
 from .results import (
     SECTIONS,
@@ -67,7 +91,7 @@ from .results import (
     results_path,
     summarise,
 )
-from .run import run_experiments
+from .run import run_experiments, run_units
 from .runner import CORPORA
 
 __all__ = [
@@ -77,6 +101,13 @@ __all__ = [
     "STANDARD_PASSKEY",
     "CORPORA",
     "run_experiments",
+    "run_units",
+    "ExperimentError",
+    "preset_from_dict",
+    "preset_to_dict",
+    "read_experiment",
+    "MergeError",
+    "merge_parts",
     "results_path",
     "load_results",
     "SECTIONS",

@@ -1,25 +1,50 @@
-"""The presets: everything one run of the experiments does (``Preset``), and the variants.
+"""What a run of the experiments does: a ``Preset``, and its language-model variants.
 
-``PRESETS`` names the four runs (``quick``, ``standard``, ``frontier``,
-``full``); a ``Variant`` is one language model of a run (its scheme, norm,
-table placement, learning rate, changed ``ModelConfig`` fields and corpus).
-Which preset fields each kind of unit reads is declared in ``units.py``.
+A preset is the whole experiment: the schemes, the model and its training,
+the corpus, the lengths read, the seeds, which analyses run and what is swept.
+It is written as a TOML file (``config.py`` reads one; the shipped presets,
+``PRESETS``, are the files in ``presets/``). A ``Variant`` is one language
+model of a run: its scheme, norm, table placement, learning rate, changed
+``ModelConfig`` and ``TrainConfig`` fields and corpus; ``variants`` lists a
+preset's, sweeps expanded (``swept_variants``). Which preset fields each kind
+of unit reads is declared in ``units.py``.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from ..encodings.rope_scaling import SCALING_METHODS
 from ..lm.model import SCHEMES
 from ..lm.train import TrainConfig
 
-__all__ = ["Preset", "Variant", "PRESETS", "STANDARD_PASSKEY", "check_preset"]
+__all__ = [
+    "Preset",
+    "Variant",
+    "STANDARD_PASSKEY",
+    "STANDARD_LOOKBACK",
+    "NOT_SWEPT",
+    "swept_variants",
+    "variants",
+]
 
 
 @dataclass(frozen=True)
 class Preset:
-    """Everything one run of the experiments does; see ``PRESETS``."""
+    """Everything one run of the experiments does; see ``config.PRESETS``.
+
+    ``corpus`` is what the language models read: ``"stdlib"`` (Python's
+    source), ``"shakespeare"``, or the path of a folder of text files or of
+    one file (``lm.data.text_corpus``); ``language_schemes`` also train on
+    Shakespeare. ``extensions`` switches the context-extension analyses
+    (RoPE's scalings and bands, the learned table lengthened; for the
+    passkey's RoPE model too); ``lookback`` and ``passkey`` hold their task's
+    settings, empty when the task does not run. ``sweep`` holds ``(field,
+    values)`` pairs, ``field`` a dotted ``"model.NAME"`` or ``"train.NAME"``:
+    each of ``schemes`` is trained once per combination of the values in
+    place of once (``swept_variants``).
+    """
 
     name: str
     model: dict
@@ -27,11 +52,15 @@ class Preset:
     seeds: tuple[int, ...]
     multiples: tuple[int, ...] = (1, 2, 4, 8)
     eval_windows: int = 16  # windows at the longest length; the same bytes at all
+    # points of each language model's learning curve: bpb at the training length,
+    # evenly spaced in steps, the last at the end of training (0: no curve)
+    curve_points: int = 8
     train_bytes: int = 2_000_000
     validation_bytes: int = 400_000
+    corpus: str = "stdlib"
     schemes: tuple[str, ...] = SCHEMES
-    post_norm_schemes: tuple[str, ...] = ("rope", "alibi")
-    every_layer_schemes: tuple[str, ...] = ("sinusoidal",)
+    post_norm_schemes: tuple[str, ...] = ()
+    every_layer_schemes: tuple[str, ...] = ()
     # schemes trained pre- and post-norm at each of these learning rates besides
     # the preset's own, so each norm is compared at its best
     learning_rate_schemes: tuple[str, ...] = ()
@@ -40,6 +69,8 @@ class Preset:
     language_schemes: tuple[str, ...] = ()
     # more variants, each a scheme with ModelConfig fields changed: (scheme, {field: value})
     ablations: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    # the context-extension analyses (RoPE's scalings and bands, the learned table)
+    extensions: bool = True
     extension_factor: float = 4.0
     extension_methods: tuple[str, ...] = SCALING_METHODS
     finetune_methods: tuple[str | None, ...] = (None, "linear", "yarn")
@@ -47,6 +78,8 @@ class Preset:
     lookback: dict = field(default_factory=dict)
     # passkey retrieval: seq_len, steps, batch_size, key_len, depths (empty: skipped)
     passkey: dict = field(default_factory=dict)
+    # (dotted field, values): each of ``schemes`` trained at every combination
+    sweep: tuple[tuple[str, tuple], ...] = ()
 
     @property
     def lengths(self) -> list[int]:
@@ -58,8 +91,10 @@ class Variant:
     """One language-model variant: a scheme, its norm and table placement, and changes.
 
     ``learning_rate`` None means the preset's; ``changes`` are ModelConfig
-    fields set otherwise, as ``(name, value)`` pairs; ``corpus`` is a key of
-    ``CORPORA``.
+    fields set otherwise, and ``training`` TrainConfig fields, as ``(name,
+    value)`` pairs; ``corpus`` None is the preset's corpus, else a key of
+    ``runner.CORPORA`` (``"shakespeare"`` for ``language_schemes``). Its
+    ``key`` and ``label`` name everything set.
     """
 
     scheme: str
@@ -67,29 +102,34 @@ class Variant:
     absolute: str = "input"
     learning_rate: float | None = None
     changes: tuple[tuple[str, object], ...] = ()
-    corpus: str = "stdlib"
+    corpus: str | None = None
+    training: tuple[tuple[str, object], ...] = ()
 
     @property
     def key(self) -> str:
-        parts = [] if self.corpus == "stdlib" else [self.corpus]
+        parts = [] if self.corpus is None else [self.corpus]
         parts += [self.scheme, self.norm, self.absolute]
         if self.learning_rate is not None:
             parts.append(f"lr={self.learning_rate:g}")
         parts += [f"{name}={value}" for name, value in self.changes]
+        parts += [f"train.{name}={value}" for name, value in self.training]
         return "/".join(parts)
 
     @property
     def label(self) -> str:
-        text = ("" if self.corpus == "stdlib" else f"{self.corpus}: ") + (
+        text = ("" if self.corpus is None else f"{self.corpus}: ") + (
             f"{self.scheme} {self.norm}-norm"
         )
         if self.absolute == "every_layer":
             text += " every layer"
         if self.learning_rate is not None:
             text += f" lr {self.learning_rate:g}"
-        return text + "".join(f" {name}={value}" for name, value in self.changes)
+        text += "".join(f" {name}={value}" for name, value in self.changes)
+        return text + "".join(f" train.{name}={value}" for name, value in self.training)
 
 
+# The task settings a preset file's [passkey] and [lookback] start from (the
+# standard preset's).
 STANDARD_PASSKEY = {
     "seq_len": 64,
     "steps": 600,
@@ -97,81 +137,59 @@ STANDARD_PASSKEY = {
     "key_len": 4,
     "depths": (0.0, 0.25, 0.5, 0.75, 1.0),
 }
+STANDARD_LOOKBACK = {"seq_len": 32, "lookback": 5, "steps": 400, "num_symbols": 16}
 
-PRESETS: dict[str, Preset] = {
-    "quick": Preset(
-        name="quick",
-        model={"d_model": 64, "num_heads": 4, "num_layers": 2},
-        train=TrainConfig(steps=200, batch_size=16, seq_len=64, warmup_steps=20),
-        seeds=(0,),
-        lookback={"seq_len": 32, "lookback": 5, "steps": 150, "num_symbols": 16},
-    ),
-    # Sized so that RoPE reaches about 2.1 bits per byte at its training length on
-    # this corpus (issue 20 asked for 2.3 or less) with a train/validation gap near
-    # 0.15, at 70 to 130 s a language model on a quiet 2-core CPU. The recorded run
-    # summed 3.5 hours over its parts, some on a shared machine; it is resumable.
-    "standard": Preset(
-        name="standard",
-        model={"d_model": 128, "num_heads": 4, "num_layers": 3},
-        train=TrainConfig(steps=800, batch_size=16, seq_len=128, warmup_steps=80),
-        seeds=(0, 1, 2),
-        eval_windows=64,
-        train_bytes=4_000_000,
-        validation_bytes=1_000_000,
-        post_norm_schemes=("learned", "rope", "alibi"),
-        every_layer_schemes=("learned", "sinusoidal"),
-        learning_rate_schemes=("rope",),
-        learning_rates=(1e-3, 1e-2),
-        # T5 with its far buckets never reached in training (8 times the length)
-        ablations=(("t5", (("t5_max_distance", 1024),)),),
-        language_schemes=("nope", "learned", "sinusoidal", "rope", "alibi", "t5"),
-        finetune_steps=150,
-        lookback={"seq_len": 32, "lookback": 5, "steps": 400, "num_symbols": 16},
-        passkey=STANDARD_PASSKEY,
-    ),
-    # Chapter 11: RoPE's descendants beside RoPE and NoPE, the standard preset's
-    # model and training, every third layer global (the model has three).
-    "frontier": Preset(
-        name="frontier",
-        model={"d_model": 128, "num_heads": 4, "num_layers": 3, "global_every": 3},
-        train=TrainConfig(steps=800, batch_size=16, seq_len=128, warmup_steps=80),
-        seeds=(0, 1, 2),
-        eval_windows=64,
-        train_bytes=4_000_000,
-        validation_bytes=1_000_000,
-        schemes=("nope", "rope", "p-rope", "irope", "local-global"),
-        post_norm_schemes=(),
-        every_layer_schemes=(),
-        extension_methods=(),
-        finetune_methods=(),
-        # three times chapter 9's passkey training: a first recording with its 600
-        # steps left both layer patterns at NoPE's accuracy (issue 26's notes)
-        passkey={**STANDARD_PASSKEY, "steps": 1800},
-    ),
-    "full": Preset(
-        name="full",
-        model={"d_model": 256, "num_heads": 8, "num_layers": 6},
-        # for a GPU: a larger model trained longer on longer windows
-        train=TrainConfig(steps=3000, batch_size=32, seq_len=256, warmup_steps=300),
-        seeds=(0, 1, 2),
-        eval_windows=64,
-        train_bytes=20_000_000,
-        validation_bytes=2_000_000,
-        post_norm_schemes=("learned", "rope", "alibi"),
-        every_layer_schemes=("learned", "sinusoidal"),
-        learning_rate_schemes=("rope",),
-        learning_rates=(1e-3, 1e-2),
-        ablations=(("t5", (("t5_max_distance", 2048),)),),
-        language_schemes=("nope", "learned", "sinusoidal", "rope", "alibi", "t5"),
-        finetune_steps=400,
-        lookback={"seq_len": 64, "lookback": 5, "steps": 1000, "num_symbols": 16},
-        passkey={**STANDARD_PASSKEY, "seq_len": 128, "steps": 1500},
-    ),
+# What a sweep may not vary (any other ModelConfig or TrainConfig field it may):
+# the fields a variant sets, the window (the lengths read are multiples of it, the
+# same for every unit of a run) and the seed (``seeds`` lists those).
+NOT_SWEPT = {
+    "model": ("scheme", "norm", "absolute", "rope_scaling"),
+    "train": ("seq_len", "seed"),
 }
 
 
-def check_preset(name: str) -> Preset:
-    """The preset called ``name``; a ValueError naming the presets if there is none."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {tuple(PRESETS)}")
-    return PRESETS[name]
+def swept_variants(scheme: str, sweep: tuple[tuple[str, tuple], ...]) -> list[Variant]:
+    """``scheme``'s variants, one per combination of the swept values, in order.
+
+    ``"train.learning_rate"`` sets the variant's ``learning_rate``, another
+    ``"train.NAME"`` its ``training``, ``"model.NAME"`` its ``changes``; the
+    last field named varies fastest. No sweep: the plain variant.
+    """
+    variants_found = []
+    for values in itertools.product(*(values for _, values in sweep)):
+        learning_rate, changes, training = None, [], []
+        for (path, _), value in zip(sweep, values, strict=True):
+            table, name = path.split(".", 1)
+            if path == "train.learning_rate":
+                learning_rate = value
+            elif table == "train":
+                training.append((name, value))
+            else:
+                changes.append((name, value))
+        variants_found.append(
+            Variant(
+                scheme,
+                learning_rate=learning_rate,
+                changes=tuple(changes),
+                training=tuple(training),
+            )
+        )
+    return variants_found
+
+
+def variants(preset: Preset) -> list[Variant]:
+    """Every language-model variant of a preset, in the order a run trains them:
+    ``schemes`` (swept), post-norm, tables in every layer, learning rates (both
+    norms), ablations, then Shakespeare's."""
+    p = preset
+    found = [v for s in p.schemes for v in swept_variants(s, p.sweep)]
+    found += [Variant(s, "post") for s in p.post_norm_schemes]
+    found += [Variant(s, absolute="every_layer") for s in p.every_layer_schemes]
+    for scheme in p.learning_rate_schemes:
+        for norm in ("pre", "post"):
+            found += [
+                Variant(scheme, norm, learning_rate=lr) for lr in p.learning_rates
+            ]
+    found += [Variant(s, changes=changes) for s, changes in p.ablations]
+    found += [Variant(s, corpus="shakespeare") for s in p.language_schemes]
+    return found

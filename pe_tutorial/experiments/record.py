@@ -13,6 +13,12 @@ On resume, ``RunFile.review`` sorts the recorded units against the plan:
 
 A file that cannot be read (cut short, not JSON, not a run file) is a
 ``ResumeError`` that names it and says what to do; it is never written over.
+
+Besides its units, the file holds a header (``RunFile.header``): the
+experiment as its TOML document, the shard it ran (``--shard K/N``), the whole
+plan's fingerprints by key and the run's metadata, so that ``merge`` can join
+the files of several shards into one record, and check that they are of one
+experiment (``read_run_file``).
 """
 
 from __future__ import annotations
@@ -23,16 +29,20 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["RunFile", "ResumeError", "Review", "partial_path"]
+__all__ = ["RunFile", "ResumeError", "Review", "partial_path", "read_run_file"]
 
 
 class ResumeError(ValueError):
     """A run file that cannot be resumed as it stands; the message says what to do."""
 
 
-def partial_path(final: Path) -> Path:
-    """Where a run that will write ``final`` keeps its finished units meanwhile."""
-    return final.with_name(final.name + ".partial")
+def partial_path(final: Path, shard: tuple[int, int] | None = None) -> Path:
+    """Where a run that will write ``final`` keeps its finished units meanwhile;
+    shard K of N keeps its own, ``FINAL.K-of-N.partial``."""
+    if shard is None:
+        return final.with_name(final.name + ".partial")
+    k, n = shard
+    return final.with_name(f"{final.name}.{k}-of-{n}.partial")
 
 
 def _without_code(fingerprint: dict) -> dict:
@@ -121,33 +131,14 @@ class RunFile:
     def __init__(self, path: Path | None, *, resume: bool):
         self.path = path
         self.units: dict[str, dict] = {}
+        # written before the units: what ``merge`` reads (the module's docstring)
+        self.header: dict = {}
         if path is not None and resume and path.exists():
             self.units = self._read(path)
 
     @staticmethod
     def _read(path: Path) -> dict[str, dict]:
-        advice = (
-            "it is left as it is: mend it, or move it aside and run without "
-            "--resume to start afresh"
-        )
-        try:
-            units = json.loads(path.read_text())["units"]
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ResumeError(
-                f"cannot resume from {path}: it is not whole JSON ({error}), perhaps "
-                f"cut short by a full disk or an interrupted copy; {advice}"
-            ) from None
-        except (KeyError, TypeError):
-            units = None
-        if not isinstance(units, dict) or not all(
-            isinstance(u, dict) and {"fingerprint", "result", "seconds"} <= u.keys()
-            for u in units.values()
-        ):
-            raise ResumeError(
-                f"cannot resume from {path}: it is JSON but not a run file (a "
-                f'"units" mapping of fingerprint, result and seconds); {advice}'
-            )
-        return units
+        return _read_document(path)["units"]
 
     def review(
         self, planned: list[tuple[str, dict]], *, keep_old_code: bool = False
@@ -202,9 +193,56 @@ class RunFile:
             "result": result,
             "seconds": seconds,
         }
+        self.write()
+
+    def write(self) -> None:
+        """Write the header and the units as they stand (atomically; nothing
+        without a path)."""
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(json.dumps({"units": self.units}))
+        temporary.write_text(json.dumps({**self.header, "units": self.units}))
         os.replace(temporary, self.path)
+
+
+_RESUME_ADVICE = (
+    "it is left as it is: mend it, or move it aside and run without --resume to "
+    "start afresh"
+)
+
+
+def _read_document(
+    path: Path, advice: str | None = None, verb: str = "resume from"
+) -> dict:
+    """A run file's document, its units checked; a ``ResumeError`` naming the file."""
+    advice = advice or _RESUME_ADVICE
+    try:
+        document = json.loads(path.read_text())
+        units = document["units"]
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ResumeError(
+            f"cannot {verb} {path}: it is not whole JSON ({error}), perhaps "
+            f"cut short by a full disk or an interrupted copy; {advice}"
+        ) from None
+    except (KeyError, TypeError):
+        units = None
+    if not isinstance(units, dict) or not all(
+        isinstance(u, dict) and {"fingerprint", "result", "seconds"} <= u.keys()
+        for u in units.values()
+    ):
+        raise ResumeError(
+            f"cannot {verb} {path}: it is JSON but not a run file (a "
+            f'"units" mapping of fingerprint, result and seconds); {advice}'
+        )
+    return document
+
+
+def read_run_file(path: Path) -> dict:
+    """A run file's whole document, header and units, for ``merge``; a
+    ``ResumeError`` that names the file if it is not one."""
+    if not path.is_file():
+        raise ResumeError(f"cannot merge {path}: there is no such file")
+    return _read_document(
+        path, "it is left as it is: mend it, or run its shard again", "merge"
+    )

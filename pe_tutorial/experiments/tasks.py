@@ -51,10 +51,12 @@ class TaskUnits:
         return self.runner.preset
 
     def kind(self, task: str, scheme: str) -> UnitKind:
-        """The kind of a task's unit: the RoPE passkey model is also extended."""
+        """The kind of a task's unit: the RoPE passkey model is also extended
+        (unless the preset's ``extensions`` is off)."""
         if task == "lookback":
             return LOOKBACK
-        return ROPE_PASSKEY if scheme == "rope" else PASSKEY
+        extended = scheme == "rope" and self.runner.whole_preset.extensions
+        return ROPE_PASSKEY if extended else PASSKEY
 
     def steps(self, task: str, scheme: str) -> int:
         """The training steps of a task's unit (for the progress bar)."""

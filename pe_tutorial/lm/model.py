@@ -36,6 +36,7 @@ Two switches change the architecture around the scheme:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields, replace
 
 import torch
@@ -325,6 +326,39 @@ class ByteTransformer(nn.Module):
         ).to(self.embed.weight.device)
         for block in self.blocks:
             block.attention.scheme.encoding = rotary
+
+    def named_position_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """The position scheme's parameters, by their names in ``named_parameters()``.
+
+        They are the parameters of the modules the registry's entry builds for
+        the scheme: the absolute table added at the input (``input_table``)
+        and each layer's ``PositionScheme`` (its encoding: T5's one bias table,
+        shared by the layers, Shaw's and CoPE's tables in every layer, DeBERTa's
+        relative embeddings and their projections, a learned table added in
+        every layer). Fixed encodings (sinusoidal, RoPE's frequencies, ALiBi's
+        slopes) are buffers, so those schemes, like NoPE, have none. Each
+        parameter comes once, however many layers share it.
+        """
+        owners = [("input_table", self.input_table)] + [
+            (f"blocks.{i}.attention.scheme", block.attention.scheme)
+            for i, block in enumerate(self.blocks)
+        ]
+        seen: set[int] = set()
+        for prefix, module in owners:
+            if module is None:
+                continue
+            for name, parameter in module.named_parameters(prefix=prefix):
+                if id(parameter) not in seen:
+                    seen.add(id(parameter))
+                    yield name, parameter
+
+    def position_parameters(self) -> list[nn.Parameter]:
+        """The position scheme's parameters (``named_position_parameters``), in order.
+
+        ``train`` gives them their own learning rate
+        (``TrainConfig.position_lr_multiplier``).
+        """
+        return [parameter for _, parameter in self.named_position_parameters()]
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -10,6 +10,13 @@ into windows of its own size, so every length predicts exactly the same
 targets and only the context the model sees differs; it also gives the loss at
 each position of the window (``position_bits_per_byte`` alone). A model that cannot read a length (a learned
 table past its end) gets ``None`` and the reason, not a crash.
+
+``train`` can also evaluate the model at chosen steps while it trains
+(``evaluate`` and ``evaluate_at``; ``curve_steps`` spreads them evenly), for
+a learning curve, without changing the training itself; and it can give the
+model's position parameters (``ByteTransformer.position_parameters``) a
+learning rate of their own, ``TrainConfig.position_lr_multiplier`` times the
+rest.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ __all__ = [
     "TrainConfig",
     "resolve_device",
     "train",
+    "curve_steps",
     "bits_per_byte",
     "position_bits_per_byte",
     "length_bits_per_byte",
@@ -50,6 +58,14 @@ class TrainConfig:
     The learning rate warms up linearly for ``warmup_steps`` and then follows a
     cosine down to a tenth of its peak. ``seed`` fixes the initial weights and
     the order of the batches.
+
+    ``position_lr_multiplier``: the model's position parameters (a T5 or Shaw
+    table, CoPE's, a learned absolute table; ``position_parameters()`` of a
+    ``ByteTransformer``) train at ``learning_rate`` times this, on the same
+    schedule. AdamW moves a parameter by about the learning rate a step
+    whatever its gradient, so a table of scalar biases that must reach a few
+    logits needs a larger rate than the weights around it (issue 34). At 1.0
+    (the default) training is exactly as without it.
     """
 
     steps: int = 300
@@ -60,12 +76,14 @@ class TrainConfig:
     weight_decay: float = 0.01
     grad_clip: float = 1.0
     seed: int = 0
+    position_lr_multiplier: float = 1.0
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "seq_len"):
             require_positive_int(getattr(self, name), name)
         require_positive_float(self.learning_rate, "learning_rate")
         require_positive_float(self.grad_clip, "grad_clip")
+        require_positive_float(self.position_lr_multiplier, "position_lr_multiplier")
         if self.warmup_steps < 0 or self.weight_decay < 0:
             raise ValueError("warmup_steps and weight_decay must not be negative")
 
@@ -90,6 +108,61 @@ def _loss(
     )
 
 
+def curve_steps(steps: int, points: int) -> list[int]:
+    """``points`` step counts spread evenly over ``steps``, the last one ``steps``.
+
+    Counted from 1 (after the first step), rounded to whole steps; fewer when
+    ``steps < points`` (every step then). ``points=0`` gives none:
+    ``curve_steps(800, 8) == [100, 200, ..., 800]``.
+    """
+    require_positive_int(steps, "steps")
+    if not isinstance(points, int) or isinstance(points, bool) or points < 0:
+        raise ValueError(f"points must be a non-negative integer, got {points!r}")
+    return sorted({max(1, round(steps * (i + 1) / points)) for i in range(points)})
+
+
+def _optimiser(model: nn.Module, config: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over every parameter; the position parameters in a group of their own
+    when ``position_lr_multiplier`` is not 1 (each group keeps its multiplier)."""
+    options = {
+        "lr": config.learning_rate,
+        "weight_decay": config.weight_decay,
+        "betas": (0.9, 0.95),
+    }
+    if config.position_lr_multiplier == 1.0:
+        return torch.optim.AdamW(model.parameters(), **options)
+    finder = getattr(model, "position_parameters", None)
+    if finder is None:
+        raise ValueError(
+            f"position_lr_multiplier={config.position_lr_multiplier} needs a model "
+            f"that names its position parameters (position_parameters()); "
+            f"{type(model).__name__} does not"
+        )
+    position = list(finder())
+    ids = {id(p) for p in position}
+    rest = [p for p in model.parameters() if id(p) not in ids]
+    groups = [{"params": rest, "lr_multiplier": 1.0}]
+    if position:
+        groups.append(
+            {"params": position, "lr_multiplier": config.position_lr_multiplier}
+        )
+    return torch.optim.AdamW(groups, **options)
+
+
+def _evaluate(
+    model: nn.Module, evaluate: Callable[[nn.Module], object], device: torch.device
+) -> None:
+    """``evaluate(model)`` in eval mode, without gradients, on a forked random state:
+    nothing it does reaches the training that follows."""
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        model.eval()
+        try:
+            evaluate(model)
+        finally:
+            model.train()
+
+
 def train(
     model: nn.Module,
     batches: Batches,
@@ -98,21 +171,33 @@ def train(
     device: torch.device | str = "cpu",
     progress: bool = True,
     description: str = "training",
+    evaluate: Callable[[nn.Module], object] | None = None,
+    evaluate_at: Iterable[int] = (),
 ) -> list[float]:
     """Train ``model`` in place with AdamW; return the loss (nats) of every step.
 
     ``batches(generator)`` returns ``(inputs, targets)`` on the CPU; the
     generator is seeded from ``config.seed``, so a run is repeatable. A tqdm
-    bar on stderr shows the progress unless ``progress=False``.
+    bar on stderr shows the progress unless ``progress=False``. The position
+    parameters train at ``config.position_lr_multiplier`` times the rate
+    (``TrainConfig``).
+
+    ``evaluate(model)`` is called after each step count in ``evaluate_at``
+    (from 1 to ``config.steps``; ``curve_steps`` spreads them evenly), in eval
+    mode, under ``no_grad`` and on a forked random state, so the model trained
+    is the same, to the bit, with or without it; it records what it measures
+    itself (a learning curve, say).
     """
     device = torch.device(device)
+    evaluate_at = sorted(set(evaluate_at))
+    if evaluate_at and evaluate is None:
+        raise ValueError("evaluate_at needs an evaluate callable")
+    if evaluate_at and not 1 <= evaluate_at[0] <= evaluate_at[-1] <= config.steps:
+        raise ValueError(
+            f"evaluate_at must count steps from 1 to {config.steps}, got {evaluate_at}"
+        )
     model.to(device).train()
-    optimiser = torch.optim.AdamW(
-        model.parameters(),
-        lr=config.learning_rate,
-        weight_decay=config.weight_decay,
-        betas=(0.9, 0.95),
-    )
+    optimiser = _optimiser(model, config)
     generator = torch.Generator().manual_seed(config.seed)
     losses: list[float] = []
     bar = tqdm(
@@ -124,8 +209,9 @@ def train(
         mininterval=1.0,
     )
     for step in bar:
+        rate = _learning_rate(config, step)
         for group in optimiser.param_groups:
-            group["lr"] = _learning_rate(config, step)
+            group["lr"] = rate * group.get("lr_multiplier", 1.0)
         inputs, targets = batches(generator)
         loss = _loss(model, inputs.to(device), targets.to(device))
         optimiser.zero_grad(set_to_none=True)
@@ -135,6 +221,9 @@ def train(
         losses.append(loss.item())
         if step % 20 == 0:
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
+        if evaluate_at and step + 1 == evaluate_at[0]:
+            evaluate_at.pop(0)
+            _evaluate(model, evaluate, device)
     model.eval()
     return losses
 

@@ -62,9 +62,16 @@ def line_plot(
     ylabel: str,
     ax=None,
     logy: bool = False,
+    logx: bool = False,
+    legend: str = "best",
     **style,
 ):
-    """Plot several named curves over the same ``x``; returns the axes."""
+    """Plot several named curves over the same ``x``; returns the axes.
+
+    ``legend`` is a matplotlib location inside the axes, or ``"below"``: under
+    the axes, in a row, off data that fills every corner. A single curve gets
+    no legend.
+    """
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.5))
     for label, y in curves.items():
@@ -72,11 +79,49 @@ def line_plot(
         ax.plot(x.cpu() if isinstance(x, torch.Tensor) else x, y, label=label, **style)
     if logy:
         ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     if len(curves) > 1:
-        ax.legend()
-    ax.grid(alpha=0.3)
+        _legend(ax, legend)
+    ax.grid(alpha=0.3, which="both" if logx else "major")
     return ax
+
+
+def _legend(ax, where: str) -> None:
+    if where == "below":
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+    else:
+        ax.legend(loc=where)
+
+
+def heatmap_stack(
+    tables: dict,
+    *,
+    columns: int = 1,
+    panel_size: tuple[float, float] = (7, 4.5),
+    **style,
+):
+    """One ``heatmap`` per titled table, stacked in ``columns`` (panels stacked, not
+    shrunk, so each reads at the column's width); returns the figure and its axes.
+
+    ``style`` goes to every panel (labels, colour map, ``symmetric``,
+    ``colorbar_label``). Each panel keeps its own colour scale.
+    """
+    rows = -(-len(tables) // columns)
+    width, height = panel_size
+    fig, axes = plt.subplots(
+        rows,
+        columns,
+        figsize=(min(width * columns, 8), height * rows),
+        constrained_layout=True,
+        squeeze=False,
+    )
+    for ax, (title, table) in zip(axes.flat, tables.items()):
+        heatmap(table, title=title, ax=ax, **style)
+    for ax in list(axes.flat)[len(tables) :]:
+        ax.set_visible(False)
+    return fig, axes
 
 
 def _mark_training_length(ax, train_length: int) -> None:
@@ -187,6 +232,47 @@ def position_curves(
             )
     _mark_training_length(ax, train_length)
     ax.set(title=title, xlabel="position in the window (bytes)", ylabel="bits per byte")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.grid(alpha=0.3)
+    return ax
+
+
+def learning_curves(
+    entries: list[dict],
+    *,
+    labels: list[str],
+    title: str,
+    ylabel: str = "bits per byte at the training length",
+    ax=None,
+):
+    """Each entry's learning curve: its score during training, seeds' mean ± std (chapter 9).
+
+    ``entries`` are language-model entries of ``pe_tutorial.experiments``; an
+    entry's ``curve`` holds the ``steps`` at which the validation score was
+    read and, per step, the seeds' ``mean``, ``std`` and ``n``. Entries
+    without a curve (recorded before curves were) are left out. Where the
+    curves cross, the ranking at the end of training is not the ranking all
+    along: the budget decides it.
+    """
+    if len(entries) != len(labels):
+        raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.5))
+    markers = "osD^vP*Xh<>"
+    for i, (entry, label) in enumerate(zip(entries, labels)):
+        curve = entry.get("curve")
+        if not curve:
+            continue
+        ax.errorbar(
+            curve["steps"],
+            curve["mean"],
+            yerr=curve["std"],
+            marker=markers[i % len(markers)],
+            markersize=4,
+            capsize=3,
+            label=label,
+        )
+    ax.set(title=title, xlabel="training step", ylabel=ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(alpha=0.3)
     return ax
@@ -378,3 +464,129 @@ def shift_arcs(
     # beside the circle, not on it
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     return ax
+
+
+def self_attention_weights(layer, x: torch.Tensor) -> torch.Tensor:
+    """The attention weights of a one-head ``layer`` with projections ``w_q`` and
+    ``w_k`` (chapter 1's ``SelfAttention``) on the rows of ``x``:
+    ``softmax((x W_Q)(x W_K)^T / sqrt(d))``, ``(T, T)``, rows the queries."""
+    q, k = x @ layer.w_q, x @ layer.w_k
+    return torch.softmax(q @ k.T / math.sqrt(q.shape[-1]), dim=-1).detach()
+
+
+def word_order_panels(layer, inputs: dict, words: list[str], order: torch.Tensor):
+    """Who attends to whom in two orderings of the same words, put side by side
+    cell by cell, and their difference (chapter 1).
+
+    ``inputs`` maps a column label ("with positions") to the ``(T, d)`` inputs
+    of sentence A and of sentence B, the same words in another order: word
+    ``i`` of A is word ``order[i]`` of B. Each column shows A's weights
+    (``self_attention_weights``), B's with rows and columns put back in A's
+    order, and the absolute difference, on one colour scale for every column.
+    Returns the figure and, per label, the largest absolute difference.
+    """
+    fig, axes = plt.subplots(
+        3, len(inputs), figsize=(8, 10), constrained_layout=True, squeeze=False
+    )
+    differences, largest = {}, {}
+    for column, (label, (x_a, x_b)) in enumerate(inputs.items()):
+        a = self_attention_weights(layer, x_a)
+        b = self_attention_weights(layer, x_b)[order][:, order]
+        differences[label] = (a - b).abs()
+        largest[label] = differences[label].max().item()
+        for row, (weights, name) in enumerate(((a, "A"), (b, "B, in A's order"))):
+            image = axes[row, column].imshow(
+                weights.numpy(), cmap="viridis", vmin=0, vmax=1
+            )
+            axes[row, column].set_title(f"{label}\nsentence {name}")
+    # one scale for every difference, so that zero looks like zero
+    top = max(max(largest.values()), 1e-3)
+    for column, (label, difference) in enumerate(differences.items()):
+        gap = axes[2, column].imshow(difference.numpy(), cmap="magma", vmin=0, vmax=top)
+        axes[2, column].set_title(f"{label}\n|A - B|, largest {largest[label]:.2f}")
+    for ax in axes.flat:
+        ax.set_xticks(range(len(words)), words, rotation=45)
+        ax.set_yticks(range(len(words)), words)
+        ax.set(xlabel="key", ylabel="query")
+    fig.colorbar(image, ax=axes[:2], label="attention weight", shrink=0.6)
+    fig.colorbar(gap, ax=axes[2], label="|difference|", shrink=0.8)
+    return fig, largest
+
+
+def turning_arrows(
+    vectors: torch.Tensor,
+    labels: list[str],
+    *,
+    title: str,
+    ax=None,
+    xlabel: str = "channel a",
+    ylabel: str = "channel b",
+):
+    """Each row of ``vectors`` (``(N, 2)``, one pair at N positions) as an arrow from
+    the origin, labelled at its tip, on the dotted circle of the first one's
+    length (chapter 6); the colours run from dark (first) to light (last)."""
+    if vectors.ndim != 2 or vectors.shape[1] != 2 or len(labels) != len(vectors):
+        raise ValueError(
+            f"vectors must be (N, 2) with N labels, got {tuple(vectors.shape)} and "
+            f"{len(labels)} labels"
+        )
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 6))
+    radius = float(vectors[0].norm())
+    for n, (v, label) in enumerate(zip(vectors.tolist(), labels)):
+        colour = plt.cm.viridis(n / len(vectors))
+        ax.annotate(
+            "", xy=v, xytext=(0, 0), arrowprops=dict(arrowstyle="->", color=colour)
+        )
+        ax.text(1.12 * v[0], 1.12 * v[1], label, ha="center", va="center")
+    circle = torch.linspace(0, 2 * math.pi, 200)
+    ax.plot(radius * circle.cos(), radius * circle.sin(), ":", color="grey")
+    limit = 1.4 * radius
+    ax.set(
+        title=title,
+        xlabel=xlabel,
+        ylabel=ylabel,
+        aspect="equal",
+        xlim=(-limit, limit),
+        ylim=(-limit, limit),
+    )
+    return ax
+
+
+def rope_base_panels(bases: dict, distances: torch.Tensor, edges: list[int]):
+    """The base's two effects, one colour per base (chapter 6): top, each pair's
+    wavelength; bottom, the relative upper bound against the distance on a log
+    axis, faint, with its mean over each window of distance as a step.
+
+    ``bases`` maps a label to ``(wavelengths, curve, means)``: the ``(D/2,)``
+    wavelengths, the bound at each of ``distances``, and its mean over each
+    window between consecutive ``edges``. Returns the figure.
+    """
+    fig, axes = plt.subplots(2, 1, figsize=(8, 8), constrained_layout=True)
+    for label, (wavelengths, curve, means) in bases.items():
+        if len(means) != len(edges) - 1:
+            raise ValueError(
+                f"{label}: {len(means)} means for {len(edges) - 1} windows"
+            )
+        (line,) = axes[0].semilogy(wavelengths, label=label)
+        colour = line.get_color()
+        axes[1].plot(distances[1:], curve[1:], color=colour, alpha=0.15, lw=0.5)
+        # one step per window, no edges down to zero at the ends
+        axes[1].stairs(
+            means, edges, baseline=None, color=colour, linewidth=2, label=label
+        )
+    axes[0].set(
+        title="Wavelength of each pair",
+        xlabel="pair index i",
+        ylabel=r"wavelength $2\pi/\theta_i$ (positions)",
+    )
+    axes[1].set(
+        title="Relative upper bound, averaged over windows of distance (raw curve faint)",
+        xlabel="distance |r| (log scale)",
+        ylabel="relative upper bound",
+        xscale="log",
+    )
+    for ax in axes:
+        ax.legend()
+        ax.grid(alpha=0.3)
+    return fig
