@@ -1028,3 +1028,27 @@ def test_the_final_training_loss_is_recorded_in_bits(tiny_results):
                 run["train_split_bpb"], abs=0.5
             )
             assert 3 < run["final_train_bpb"] < 8
+
+
+def test_a_notebook_gets_one_progress_bar(monkeypatch, capsys):
+    """In a Jupyter kernel (Colab's) only the run's bar is drawn, no bar per model;
+    a terminal also shows each model's training (issue 37)."""
+    import sys
+    import types
+
+    from pe_tutorial.experiments import run as run_module
+
+    one = replace(TINY, schemes=("nope",), lookback={}, passkey={}, extensions=False)
+    kernel = types.SimpleNamespace(kernel=object())
+    fake = types.ModuleType("IPython")
+    fake.get_ipython = lambda: kernel
+    monkeypatch.setitem(sys.modules, "IPython", fake)
+    assert run_module.in_notebook()
+    run_experiments(one, device="cpu", progress=True)
+    drawn = capsys.readouterr().err
+    assert "tiny preset" in drawn and "nope pre-norm seed 0" not in drawn
+
+    monkeypatch.setitem(sys.modules, "IPython", None)
+    assert not run_module.in_notebook()
+    run_experiments(one, device="cpu", progress=True)
+    assert "seed 0" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from ..devices import environment
 from ..encodings.rope_bands import BAND_ABLATIONS
@@ -106,7 +106,9 @@ def run_units(
         raise ValueError(f"jobs must be 1 or more, got {jobs}")
     command = command or f"python -m pe_tutorial.experiments --preset {preset.name}"
     run_file = RunFile(None if partial is None else Path(partial), resume=resume)
-    runner = Runner(preset, device, progress and jobs == 1)
+    # one bar in a notebook (the run's, as a widget where Jupyter or Colab has them); a
+    # terminal also shows each model's training bar under it
+    runner = Runner(preset, device, progress and jobs == 1 and not in_notebook())
     if log is not None:
         runner.log = log
     plan = runner.plan()
@@ -170,6 +172,12 @@ def run_units(
             compute_in_processes(preset, device, todo, jobs, finished, runner.log)
     results = {unit.key: results[unit.key] for unit in units}  # the plan's order
     return UnitsRun(runner, plan, units, results, run_file, command, jobs)
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (Colab's included), where nested bars read badly."""
+    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
 
 
 def run_experiments(

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from .._validation import require_positive_float, require_positive_int
 from ..devices import DEVICE_CHOICES, resolve_device  # noqa: F401  (re-exported)
