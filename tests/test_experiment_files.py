@@ -170,7 +170,9 @@ def experiment(tmp_path) -> Path:
 
 
 def test_the_presets_are_the_files_and_today_s_values():
-    assert list(PRESETS) == list(TODAY)
+    # the four presets of the old definitions come first; presets added since
+    # (chapter 9's tuning sweeps) are files only
+    assert list(PRESETS)[: len(TODAY)] == list(TODAY)
     for name, preset in TODAY.items():
         assert PRESETS[name] == preset, name
     folder = Path(presets.__file__).parent / "presets"

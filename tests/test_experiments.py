@@ -296,7 +296,7 @@ def test_cli_rejects_unknown_preset_and_device(capsys):
     assert main(["--preset", "huge"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1  # one line
-    assert "choose one of ('quick', 'standard', 'frontier', 'full')" in error
+    assert f"choose one of {tuple(PRESETS)}" in error and "'quick'" in error
     assert main(["--device", "tpu"]) == 2
     assert "unknown device 'tpu'" in capsys.readouterr().err
 
