@@ -15,6 +15,7 @@ from pe_tutorial.encodings.absolute import (
     binary_encoding,
     integer_encoding,
     neighbour_distances,
+    position_term,
     sinusoidal_at,
     sinusoidal_encoding,
     sinusoidal_frequencies,
@@ -215,6 +216,64 @@ def test_binary_refuses_too_few_bits_and_names_the_minimum():
 
 
 # ----- neighbour distances ------------------------------------------------------------------
+
+
+def _commuting_form(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Block diagonal with blocks [[a_m, b_m], [-b_m, a_m]]: it commutes with every
+    rotation of the sinusoidal pairs."""
+    blocks = [torch.tensor([[x, y], [-y, x]]) for x, y in zip(a.tolist(), b.tolist())]
+    return torch.block_diag(*blocks).double()
+
+
+@FAST
+@given(k=st.integers(0, 40), dim=EVEN_DIMS, seed=st.integers(0, 2**16))
+def test_position_term_is_a_function_of_k_alone_for_a_commuting_form(k, dim, seed):
+    table = sinusoidal_encoding(64, dim).double()
+    a, b = torch.randn(2, dim // 2, generator=torch.Generator().manual_seed(seed))
+    term = position_term(table, _commuting_form(a, b), k)
+    # per pair (sin, cos) [[a, b], [-b, a]] (sin, cos)' = a cos(k w) - b sin(k w)
+    omega = sinusoidal_frequencies(dim).double()
+    closed_form = a.double() * torch.cos(k * omega) - b.double() * torch.sin(k * omega)
+    assert term.shape == (64 - k,)
+    assert torch.allclose(term, closed_form.sum().expand_as(term), atol=1e-5)
+    # the identity: sum_m cos(k w_m), the dot product of two codes k apart
+    identity = position_term(table, torch.eye(dim, dtype=torch.float64), k)
+    assert torch.allclose(identity, torch.cos(k * omega).sum().expand_as(identity))
+
+
+def test_position_term_matches_a_loop_and_moves_for_a_general_form():
+    generator = torch.Generator().manual_seed(0)
+    table = sinusoidal_encoding(50, 8).double()
+    A = torch.randn(8, 8, generator=generator, dtype=torch.float64)
+    k = 3
+    loop = [float(table[i] @ A @ table[i + k]) for i in range(50 - k)]
+    term = position_term(table, A, k)
+    assert term.tolist() == pytest.approx(loop)
+    # a form that does not commute with the rotations: the term moves with i
+    assert term.max() - term.min() > 0.5
+    # any table, not only a sinusoidal one
+    rows = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    assert position_term(rows, torch.eye(4, dtype=torch.float64), 0).tolist() == (
+        pytest.approx((rows**2).sum(-1).tolist())
+    )
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((torch.zeros(5, 4), torch.eye(3), 1), "A \\(dim, dim\\)"),
+        ((torch.zeros(5), torch.eye(5), 1), "table must be"),
+        (
+            (torch.zeros(5, 4), torch.eye(4), 5),
+            "k must be an integer offset from 0 to 4",
+        ),
+        ((torch.zeros(5, 4), torch.eye(4), -1), "k must be"),
+        ((torch.zeros(5, 4), torch.eye(4), 1.0), "k must be"),
+    ],
+)
+def test_position_term_rejects_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        position_term(*args)
 
 
 def test_neighbour_distances_match_loop():

@@ -263,3 +263,112 @@ def test_evaluate_reads_only_the_figures_names():
     with pytest.raises(NameError):
         interactive.evaluate("open('x')", {})
     assert interactive.evaluate("datum.a * k + min(1, 2)", {"a": 2.0}, k=3) == 7.0
+
+
+FIGURES = [
+    interactive.alibi_figure,
+    interactive.sinusoidal_clock_figure,
+    interactive.rope_pair_figure,
+    interactive.rope_wavelength_figure,
+    interactive.t5_bucket_figure,
+    interactive.scaling_figure,
+]
+
+
+def _values(spec, key):
+    """Every value stored under ``key`` anywhere in a spec."""
+    if isinstance(spec, dict):
+        for name, value in spec.items():
+            if name == key:
+                yield value
+            yield from _values(value, key)
+    elif isinstance(spec, list):
+        for item in spec:
+            yield from _values(item, key)
+
+
+@pytest.mark.parametrize("build", FIGURES)
+def test_every_figure_fits_a_phones_column(build):
+    spec = build().to_dict()
+    fit = spec["usermeta"][interactive.FIT]
+    assert fit["max_width"] <= interactive.DESKTOP_COLUMN
+    parts = spec.get("vconcat")
+    if parts is None:
+        # a single or layered view: as wide as its <div>, axes and legend inside
+        assert spec["width"] == "container"
+        assert spec["autosize"] == {"type": "fit-x", "contains": "padding"}
+    else:
+        # a concatenation: the loader sizes its "container" views, less the
+        # reserve; the others are drawn at a fixed width that a phone holds
+        assert any(part["width"] == "container" for part in parts)
+        assert fit["min"] + fit["reserve"] <= interactive.PHONE_COLUMN
+        fixed = [part["width"] for part in parts if part["width"] != "container"]
+        assert all(width + 10 <= interactive.PHONE_COLUMN for width in fixed)
+    # no fixed width anywhere else, and every legend below its plot
+    widths = [w for w in _values(spec, "width") if isinstance(w, (int, float))]
+    assert all(width + 10 <= interactive.PHONE_COLUMN for width in widths)
+    legends = [legend for legend in _values(spec, "legend") if legend is not None]
+    assert all(legend["orient"] == "bottom" for legend in legends)
+    # titles start at the figure's left edge, not centred over a narrow plot
+    html = interactive.figure_html(build(), name="x")
+    config = json.loads(re.search(r"var spec = (\{.*\});\n", html).group(1))["config"]
+    assert config["title"]["anchor"] == "start"
+    assert config["title"]["frame"] == "bounds"
+
+
+def test_the_loader_sizes_the_figure_to_its_column():
+    html = interactive.figure_html(interactive.sinusoidal_clock_figure(), name="x")
+    # the <div> is a block as wide as the column, up to the figure's max_width
+    assert 'element.style.width = "100%"' in html
+    assert 'element.style.maxWidth = fit.max_width + "px"' in html
+    # a concatenated view of width "container": its width signal follows the
+    # <div>'s width less the reserve, at first and on every resize
+    assert 'fitted.push("concat_" + i + "_width")' in html
+    assert 'containerSize()[0] : 0) - " + (fit.reserve || 0)' in html
+    assert 'signal.on = [{"events": "window:resize", "update": columnWidth}]' in html
+    assert '"patch": patch' in html
+    # and the drawing grows and shrinks with it
+    spec = interactive.sinusoidal_clock_figure().to_dict()
+    assert spec["autosize"] == {"type": "pad", "resize": True}
+
+
+def test_the_clocks_wrap_into_rows_that_a_phone_holds():
+    layout = interactive.clock_layout(8, 4)
+    assert [c["pair"] for c in layout] == list(range(8))
+    # pairs 0 to 3 in the top row, 4 to 7 below, left to right
+    assert [c["cy"] for c in layout] == [0.0] * 4 + [-2.5] * 4
+    assert [c["cx"] for c in layout] == [0.0, 2.5, 5.0, 7.5] * 2
+    # rims of radius 1 never overlap: centres at least 2.5 apart
+    centres = [(c["cx"], c["cy"]) for c in layout]
+    assert min(math.dist(a, b) for a in centres for b in centres if a != b) == 2.5
+    assert interactive.clock_layout(5, 4)[-1] == {"pair": 4, "cx": 0.0, "cy": -2.5}
+    spec = interactive.sinusoidal_clock_figure(dim=16, columns=4).to_dict()
+    clocks = spec["vconcat"][0]
+    assert clocks["data"]["values"] == layout
+    # four clocks of CLOCK_RADIUS px with their margins, two rows of them
+    radius = interactive.CLOCK_RADIUS
+    assert clocks["width"] == pytest.approx((2.5 * 3 + 2.4) * radius)
+    assert clocks["height"] == pytest.approx((2.5 * 1 + 2.4) * radius)
+    # a rim's area in square px is that of a circle of one unit, CLOCK_RADIUS px
+    rims = clocks["layer"][0]["mark"]
+    assert rims["size"] == pytest.approx(math.pi * radius**2)
+    with pytest.raises(ValueError, match="columns"):
+        interactive.clock_layout(8, 0)
+
+
+@pytest.mark.parametrize("width, height", [(290, 300), (360, 300), (300, 300)])
+def test_the_rope_pair_draws_one_unit_as_long_on_both_axes(width, height):
+    spec = interactive.rope_pair_figure().to_dict()
+    encoding = spec["layer"][0]["encoding"]
+    half = {}
+    for axis in ("x", "y"):
+        scale = encoding[axis]["scale"]
+        size = {"width": width, "height": height}
+        low = interactive.evaluate(scale["domainMin"]["expr"], {}, **size)
+        high = interactive.evaluate(scale["domainMax"]["expr"], {}, **size)
+        assert low == -high
+        half[axis] = high
+    # px per unit the same both ways, so a turn by an angle looks like one
+    assert width / (2 * half["x"]) == pytest.approx(height / (2 * half["y"]))
+    # and the whole circle of radius 1.2 stays inside the plot
+    assert min(half.values()) == pytest.approx(1.2)

@@ -29,6 +29,7 @@ __all__ = [
     "sinusoidal_at",
     "sinusoidal_encoding",
     "sinusoidal_shift_matrix",
+    "position_term",
     "neighbour_distances",
     "SinusoidalPositionalEmbedding",
     "LearnedPositionalEmbedding",
@@ -168,6 +169,36 @@ def sinusoidal_shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch
         (torch.stack((cos, sin), -1), torch.stack((-sin, cos), -1)), -2
     )
     return torch.block_diag(*blocks).to(torch.float32)
+
+
+def position_term(table: torch.Tensor, A: torch.Tensor, k: int) -> torch.Tensor:
+    """The position-position term of an additive score at offset ``k``, for every query
+    position: ``p_i A p_(i+k)^T`` for each row ``p_i`` of ``table`` (chapter 4).
+
+    With the rows of a table added to the tokens, attention scores
+    ``(x_i + p_i) A (x_j + p_j)^T`` with ``A = W_Q W_K^T``; this is the term
+    that involves the positions alone. For a sinusoidal table and an ``A``
+    that commutes with the rotations (the identity, or 2 x 2 blocks
+    ``[[a, b], [-b, a]]``) it is the same for every ``i``,
+    ``sum_m a_m cos(k w_m) - b_m sin(k w_m)``; a learned ``A`` in general
+    makes it move with ``i``.
+
+    ``table`` is ``(num_positions, dim)``, ``A`` is ``(dim, dim)`` and ``k`` a
+    non-negative offset less than ``num_positions``; the result has one
+    entry per query position ``i = 0 .. num_positions - k - 1``.
+    """
+    if table.ndim != 2 or A.shape != (table.shape[1], table.shape[1]):
+        raise ValueError(
+            f"table must be (num_positions, dim) and A (dim, dim), got "
+            f"{tuple(table.shape)} and {tuple(A.shape)}"
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(table):
+        raise ValueError(
+            f"k must be an integer offset from 0 to {len(table) - 1}, got {k!r}"
+        )
+    queries, keys = table[: len(table) - k], table[k:]
+    # p_i A p_(i+k)^T, row by row
+    return ((queries @ A) * keys).sum(-1)
 
 
 def neighbour_distances(table: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,15 @@ Each expression is kept to arithmetic, array indexing, ``min``, ``sin`` and
 Python, so ``evaluate`` can run the very string the browser runs, and the
 tests compare it with the package's functions (``tests/test_interactive.py``).
 
+Every figure sizes itself to the text column, from a phone's (390 px) to a
+desktop's: a single or layered view is as wide as its ``<div>`` (Vega-Lite's
+``width: "container"``, ``column_fit``); a concatenation (chapter 4's clocks
+over their curve) has its ``"container"`` views sized by the loader, whose
+width follows the ``<div>``'s on every resize (``FIT``). Legends sit below
+the plot, titles start at the figure's left edge, and chapter 4's clocks wrap
+into rows (``clock_layout``); ``tests/test_interactive.py`` holds every
+figure to a phone's column.
+
 The figures (``sinusoidal_clock_figure`` for chapter 4, ``rope_pair_figure``
 and ``rope_wavelength_figure`` for chapter 6, ``alibi_figure`` for chapter 7,
 ``t5_bucket_figure`` for chapter 8, ``scaling_figure`` for chapter 9)
@@ -59,8 +68,30 @@ CDN = "https://cdn.jsdelivr.net/npm"
 READABLE_TEXT = {
     "axis": {"labelFontSize": 12, "titleFontSize": 13},
     "legend": {"labelFontSize": 12, "titleFontSize": 12},
-    "title": {"fontSize": 14},
+    # titles start at the figure's left edge, not centred on the plot, so that a
+    # title wider than a phone's plot still fits the figure's width
+    "title": {
+        "fontSize": 14,
+        "subtitleFontSize": 12,
+        "anchor": "start",
+        "frame": "bounds",
+    },
 }
+
+# how a figure fits the text column, in ``usermeta``: ``max_width``, the widest
+# its <div> grows (px); ``reserve``, what a view inside a concatenation whose
+# width is "container" leaves of the <div>'s width for its axis; ``min``, the
+# narrowest such a view is drawn. A single or layered view takes the <div>'s
+# width itself (``COLUMN_WIDTH``), as Vega-Lite sizes it.
+FIT = "peFit"
+COLUMN_WIDTH = {
+    "width": "container",
+    "autosize": {"type": "fit-x", "contains": "padding"},
+}
+# the text column at a phone's width (390 px less the page's margins), where
+# every figure must fit, and at 1280 px
+PHONE_COLUMN = 358
+DESKTOP_COLUMN = 688
 
 # a slider whose upper end follows another parameter: figure_html's loader sets
 # the input's max to that parameter's value plus ``offset`` (and pulls the value
@@ -123,14 +154,51 @@ _LOADER = """<div id="{id}" class="pe-interactive"></div>
       update();
     }});
   }}
+  // Vega-Lite sizes a single or layered view whose width is "container" to the
+  // figure's <div>, and again whenever the window resizes; it cannot size a view
+  // inside a concatenation. Such a view is compiled at a stand-in width, and its
+  // width signal (concat_I_width) is then made to follow the <div>'s width less
+  // what usermeta.{fit} reserves beside it (its axis), on every resize, as
+  // Vega-Lite's own "container" width does.
+  var fit = (spec.usermeta || {{}})["{fit}"] || {{}};
+  var fitted = [];
+  var compiled = JSON.parse(JSON.stringify(spec));
+  (compiled.vconcat || []).forEach(function (part, i) {{
+    if (part.width === "container") {{
+      part.width = fit.min || 160;
+      fitted.push("concat_" + i + "_width");
+    }}
+  }});
+  var columnWidth =
+    "max(" + (fit.min || 160) + ", (isFinite(containerSize()[0]) ? " +
+    "containerSize()[0] : 0) - " + (fit.reserve || 0) + ")";
+  function patch(vega) {{
+    (vega.signals || []).forEach(function (signal) {{
+      if (fitted.indexOf(signal.name) < 0) return;
+      delete signal.value;
+      signal.init = columnWidth;
+      signal.on = [{{"events": "window:resize", "update": columnWidth}}];
+    }});
+    return vega;
+  }}
+  function embed() {{
+    var element = document.getElementById("{id}");
+    // a block as wide as the column (vega-embed makes it an inline-block, which
+    // would shrink to its chart), no wider than the figure reads well
+    element.style.display = "block";
+    element.style.width = "100%";
+    if (fit.max_width) element.style.maxWidth = fit.max_width + "px";
+    var options = {{"actions": false, "patch": patch}};
+    return vegaEmbed("#{id}", compiled, options).then(function (result) {{
+      follow(result.view);
+    }});
+  }}
   function draw() {{
     // the libraries are loaded once per page, however many figures it has
     window.peVegaReady = window.peVegaReady || load();
     window.peVegaReady.then(
       function () {{
-        vegaEmbed("#{id}", spec, {{"actions": false}}).then(function (result) {{
-          follow(result.view);
-        }});
+        embed();
       }},
       function (src) {{
         document.getElementById("{id}").textContent =
@@ -163,6 +231,7 @@ def figure_html(chart, *, name: str) -> str:
     digest = hashlib.sha1(text.encode()).hexdigest()[:8]
     return _LOADER.format(
         id=f"pe-vis-{name}-{digest}",
+        fit=FIT,
         follows=SLIDER_FOLLOWS,
         spec=text,
         libs=json.dumps(list(VENDORED.items())),
@@ -207,6 +276,16 @@ def evaluate(expression: str, datum: Mapping[str, float], **params: float) -> fl
     """
     scope = {"__builtins__": {}, **_FUNCTIONS, "datum": _Datum(datum), **params}
     return float(eval(expression, scope))  # noqa: S307  (the package's own strings)
+
+
+def column_fit(max_width: int, **usermeta) -> dict:
+    """The properties that size a single or layered view to the text column.
+
+    Its width is the figure's ``<div>`` (``COLUMN_WIDTH``: axes, legend and
+    all fit inside), which grows no wider than ``max_width`` px; ``usermeta``
+    adds the figure's other entries (a slider that follows another).
+    """
+    return {**COLUMN_WIDTH, "usermeta": {FIT: {"max_width": max_width}, **usermeta}}
 
 
 def _number_list(values) -> str:
@@ -290,6 +369,10 @@ def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
                 "bias:Q",
                 scale=alt.Scale(scheme="viridis", domainMax=0),
                 title="bias",
+                # below the cells, so that the cells take the column's width
+                legend=alt.Legend(
+                    orient="bottom", direction="horizontal", gradientLength=200
+                ),
             ),
             tooltip=["i:O", "j:O", alt.Tooltip("bias:Q", format=".4f"), "slope:Q"],
         )
@@ -297,10 +380,11 @@ def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
         .transform_calculate(bias=expressions["bias"])
         .add_params(heads, head)
         .properties(
-            width=320,
             height=320,
             title=alt.Title(alt.ExprRef(expressions["title"])),
-            usermeta={SLIDER_FOLLOWS: {"head": {"signal": "heads", "offset": -1}}},
+            **column_fit(
+                420, **{SLIDER_FOLLOWS: {"head": {"signal": "heads", "offset": -1}}}
+            ),
         )
     )
 
@@ -326,13 +410,33 @@ def sinusoidal_expressions(dim: int, base: float = 10000.0) -> dict[str, str]:
     }
 
 
-def sinusoidal_clock_figure(*, dim: int = 16, max_position: int = 128):
+# the clocks' radius in px: four clocks in a row, 2.5 radii apart, fit a phone
+CLOCK_RADIUS = 32
+
+
+def clock_layout(num_pairs: int, columns: int) -> list[dict[str, float]]:
+    """Where each pair's clock sits: rows of ``columns`` clocks, pair 0 at the top
+    left, centres 2.5 radii apart (the radius is the unit), as ``{"pair", "cx", "cy"}``."""
+    require_positive_int(num_pairs, "num_pairs")
+    require_positive_int(columns, "columns")
+    return [
+        {"pair": i, "cx": 2.5 * (i % columns), "cy": -2.5 * (i // columns)}
+        for i in range(num_pairs)
+    ]
+
+
+def sinusoidal_clock_figure(
+    *, dim: int = 16, max_position: int = 128, columns: int = 4
+):
     """Each pair of the sinusoidal code as a clock hand at position ``p``, and the
     dot product of ``PE[p]`` with every ``PE[q]``.
 
-    Drag *position*: the fast pairs (left) spin, the slow ones barely move,
+    Drag *position*: the fast pairs (top left) spin, the slow ones barely move,
     and the dot-product curve slides along without changing shape, because
-    ``PE[p] . PE[q]`` depends on ``q - p`` only.
+    ``PE[p] . PE[q]`` depends on ``q - p`` only. The clocks wrap into rows of
+    ``columns`` (``clock_layout``), so that a phone's column holds them; the
+    curve is as wide as the column (``FIT``: the loader sizes it, and the
+    drawing grows and shrinks with it).
     """
     import altair as alt
 
@@ -344,37 +448,49 @@ def sinusoidal_clock_figure(*, dim: int = 16, max_position: int = 128):
         value=10,
         bind=alt.binding_range(min=0, max=max_position, step=1, name="position p "),
     )
-    # clock i centred at (2.5 i, 0); its hand points at (sin, cos) of p omega_i
-    pairs = [{"pair": i, "cx": 2.5 * i, "cy": 0.0} for i in range(dim // 2)]
-    x_scale = alt.Scale(domain=[-1.2, 2.5 * (dim // 2 - 1) + 1.2])
-    y_scale = alt.Scale(domain=[-1.2, 1.2])
-    unit = 620 / (2.5 * (dim // 2 - 1) + 2.4)  # pixels per unit of either axis
-    base = alt.Chart(alt.Data(values=pairs)).properties(width=620, height=2.4 * unit)
+    # clock i centred at (cx, cy); its hand points at (sin, cos) of p omega_i
+    pairs = clock_layout(dim // 2, columns)
+    # the extent of the clocks in radii, a rim of 1 and a margin of 0.2 around
+    span_x = 2.5 * (min(columns, dim // 2) - 1) + 2.4
+    span_y = 2.5 * ((dim // 2 - 1) // columns) + 2.4
+    x_scale = alt.Scale(domain=[-1.2, span_x - 1.2])
+    y_scale = alt.Scale(domain=[1.2 - span_y, 1.2])
+    unit = CLOCK_RADIUS  # pixels per unit of either axis
+    base = alt.Chart(alt.Data(values=pairs)).properties(
+        width=span_x * unit, height=span_y * unit
+    )
+    where = {
+        "x": alt.X("cx:Q", scale=x_scale, axis=None),
+        "y": alt.Y("cy:Q", scale=y_scale, axis=None),
+    }
     # a point's size is its area in square pixels: a rim of radius 1
     rims = base.mark_point(
         size=math.pi * unit**2, color="lightgray", filled=False
-    ).encode(
-        x=alt.X("cx:Q", scale=x_scale, axis=None),
-        y=alt.Y("cy:Q", scale=y_scale, axis=None),
+    ).encode(**where)
+    # each clock's pair number at its top left corner
+    labels = (
+        base.transform_calculate(lx="datum.cx - 1.05", ly="datum.cy + 1.05")
+        .mark_text(fontSize=11, color="gray")
+        .encode(
+            x=alt.X("lx:Q", scale=x_scale, axis=None),
+            y=alt.Y("ly:Q", scale=y_scale, axis=None),
+            text="pair:O",
+        )
     )
     hands = (
         base.transform_calculate(
             x=f"datum.cx + {expressions['x']}", y=f"datum.cy + {expressions['y']}"
         )
         .mark_rule(strokeWidth=3)
-        .encode(
-            x=alt.X("cx:Q", scale=x_scale, axis=None),
-            y=alt.Y("cy:Q", scale=y_scale, axis=None),
-            x2="x:Q",
-            y2="y:Q",
-            tooltip=["pair:O"],
-        )
+        .encode(**where, x2="x:Q", y2="y:Q", tooltip=["pair:O"])
     )
     clocks = (
-        alt.layer(rims, hands)
+        alt.layer(rims, labels, hands)
         .add_params(p)
         .properties(
-            title="pairs 0 (fast, left) to " + str(dim // 2 - 1) + " (slow, right)"
+            title=f"pairs 0 (fast, top left) to {dim // 2 - 1} (slow)",
+            # no frame around the clocks: they have no axes
+            view=alt.ViewBackground(stroke=None),
         )
     )
     positions = [{"q": q} for q in range(max_position + 1)]
@@ -390,10 +506,14 @@ def sinusoidal_clock_figure(*, dim: int = 16, max_position: int = 128):
                 scale=alt.Scale(domain=[-dim / 4, dim / 2]),
             ),
         )
-        .properties(width=620, height=200)
+        # the column's width less 60 px for the axis (the loader sets it)
+        .properties(width="container", height=200)
     )
-    return alt.vconcat(clocks, curve).properties(
-        title="The sinusoidal code as clocks (drag position p)"
+    return alt.vconcat(clocks, curve, center=True).properties(
+        title=alt.Title("The sinusoidal code as clocks", subtitle="drag position p"),
+        # the drawing grows and shrinks with the curve the loader sizes
+        autosize=alt.AutoSizeParams(type="pad", resize=True),
+        usermeta={FIT: {"max_width": 640, "reserve": 75, "min": 200}},
     )
 
 
@@ -454,18 +574,33 @@ def rope_pair_figure(*, head_dim: int = 16, max_position: int = 64):
         {"vector": "q at m", "a": qa, "b": qb, "x0": 0, "y0": 0},
         {"vector": "k at n", "a": ka, "b": kb, "x0": 0, "y0": 0},
     ]
-    scale = alt.Scale(domain=[-1.2, 1.2])
+    # one unit as many pixels on either axis, whatever width the column gives:
+    # the longer side's domain widens, so that a turn looks like one
+    aspect = {
+        "x": "1.2 * max(1, width / height)",
+        "y": "1.2 * max(1, height / width)",
+    }
+    scales = {
+        axis: alt.Scale(
+            domainMin=alt.ExprRef(f"-{half}"), domainMax=alt.ExprRef(half), nice=False
+        )
+        for axis, half in aspect.items()
+    }
     arrows = (
         alt.Chart(alt.Data(values=vectors))
         .transform_calculate(position="datum.vector == 'q at m' ? m : n")
         .transform_calculate(x=expressions["x"], y=expressions["y"])
         .mark_rule(strokeWidth=4)
         .encode(
-            x=alt.X("x0:Q", scale=scale, title="first channel of the pair"),
-            y=alt.Y("y0:Q", scale=scale, title="second channel of the pair"),
+            x=alt.X("x0:Q", scale=scales["x"], title="first channel of the pair"),
+            y=alt.Y("y0:Q", scale=scales["y"], title="second channel of the pair"),
             x2="x:Q",
             y2="y:Q",
-            color=alt.Color("vector:N", title=None),
+            color=alt.Color(
+                "vector:N",
+                title=None,
+                legend=alt.Legend(orient="bottom", direction="horizontal"),
+            ),
         )
     )
     score = (
@@ -476,16 +611,20 @@ def rope_pair_figure(*, head_dim: int = 16, max_position: int = 64):
         )
         .mark_text(align="left", fontSize=14)
         .encode(
-            x=alt.X("x0:Q", scale=scale), y=alt.Y("y0:Q", scale=scale), text="label:N"
+            x=alt.X("x0:Q", scale=scales["x"]),
+            y=alt.Y("y0:Q", scale=scales["y"]),
+            text="label:N",
         )
     )
     return (
         alt.layer(arrows, score)
         .add_params(*sliders)
         .properties(
-            width=360,
-            height=360,
-            title="One RoPE pair (drag m and n together: the score stays)",
+            height=300,
+            title=alt.Title(
+                "One RoPE pair", subtitle="drag m and n together: the score stays"
+            ),
+            **column_fit(420),
         )
     )
 
@@ -542,7 +681,7 @@ def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
                 title="a full turn within L",
                 scale=alt.Scale(domain=[True, False], range=["#1f77b4", "#d62728"]),
                 # below the plot, so the figure fits the text column
-                legend=alt.Legend(orient="bottom"),
+                legend=alt.Legend(orient="bottom", direction="horizontal"),
             ),
             tooltip=[
                 "pair:Q",
@@ -561,9 +700,12 @@ def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
         alt.layer(points, line)
         .add_params(log_length)
         .properties(
-            width=520,
             height=300,
-            title=f"RoPE wavelengths, D = {head_dim}, base {base:g} (drag the length)",
+            title=alt.Title(
+                "RoPE wavelengths",
+                subtitle=f"D = {head_dim}, base {base:g}: drag the training length",
+            ),
+            **column_fit(640),
         )
     )
 
@@ -634,7 +776,11 @@ def t5_bucket_figure(*, max_offset: int = 160):
             tooltip=["r:Q", "bucket:Q"],
         )
         .add_params(*params)
-        .properties(width=560, height=300, title="T5's buckets (drag the settings)")
+        .properties(
+            height=300,
+            title=alt.Title("T5's buckets", subtitle="drag the settings"),
+            **column_fit(640),
+        )
     )
 
 
@@ -716,15 +862,19 @@ def scaling_figure(*, head_dim: int = 32, original: int = 128, base: float = 100
                 title="theta_i / theta_i' (1 = kept, s = interpolated)",
             ),
             color=alt.Color(
-                "method:N", title="method", legend=alt.Legend(orient="bottom")
+                "method:N",
+                title="method",
+                legend=alt.Legend(orient="bottom", direction="horizontal"),
             ),
             tooltip=["method:N", "pair:Q", alt.Tooltip("slowed:Q", format=".3f")],
         )
         .add_params(factor)
         .properties(
-            width=520,
             height=300,
-            title=f"Context extension per pair, D = {head_dim}, L = {original} "
-            "(drag the factor)",
+            title=alt.Title(
+                "Context extension per pair",
+                subtitle=f"D = {head_dim}, L = {original}: drag the factor",
+            ),
+            **column_fit(640),
         )
     )
