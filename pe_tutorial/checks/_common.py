@@ -44,11 +44,9 @@ def require_own_function(fn) -> None:
         )
 
 
-def call(fn: Callable, what: str, *args, **kwargs) -> torch.Tensor:
-    """``fn(*args, **kwargs)``; an exception, or anything but a tensor, fails the check.
-
-    ``fn`` must be the learner's own function (``require_own_function``).
-    """
+def call_any(fn: Callable, what: str, *args, **kwargs):
+    """``fn(*args, **kwargs)`` for ``fn`` the learner's own function; an exception or
+    ``None`` fails the check, whatever else came back is returned as it is."""
     require_own_function(fn)
     try:
         out = fn(*args, **kwargs)
@@ -60,6 +58,15 @@ def call(fn: Callable, what: str, *args, **kwargs) -> torch.Tensor:
         raise AssertionError(
             f"{what} returned None: does the function end with a `return`?"
         )
+    return out
+
+
+def call(fn: Callable, what: str, *args, **kwargs) -> torch.Tensor:
+    """``fn(*args, **kwargs)``; an exception, or anything but a tensor, fails the check.
+
+    ``fn`` must be the learner's own function (``require_own_function``).
+    """
+    out = call_any(fn, what, *args, **kwargs)
     if not isinstance(out, torch.Tensor):
         kind = type(out)
         name = (

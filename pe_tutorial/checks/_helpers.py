@@ -4,28 +4,7 @@ a number), and saying where an attention mask goes wrong."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-
-from ._common import require_own_function
-
-
-def call_any(fn: Callable, what: str, *args, **kwargs):
-    """``fn(*args, **kwargs)`` for ``fn`` the learner's own function; an exception or
-    ``None`` fails the check, whatever else came back is returned as it is."""
-    require_own_function(fn)
-    try:
-        out = fn(*args, **kwargs)
-    except Exception as error:  # noqa: BLE001  (reported to the learner)
-        raise AssertionError(
-            f"{what} raised {type(error).__name__}: {error}"
-        ) from error
-    if out is None:
-        raise AssertionError(
-            f"{what} returned None: does the function end with a `return`?"
-        )
-    return out
 
 
 def _ranges(indices: list[int]) -> str:

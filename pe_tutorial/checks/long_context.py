@@ -11,8 +11,8 @@ import torch
 from ..attention.local_global import sliding_window_mask, window_overlay
 from ..encodings.mrope import mrope_position_ids
 from ..encodings.rope_scaling import yarn_attention_factor
-from ._common import call, check_shape, described
-from ._helpers import call_any, first_wrong_row
+from ._common import call, call_any, check_shape, described
+from ._helpers import first_wrong_row
 
 __all__ = [
     "check_sliding_window_mask",

@@ -9,8 +9,8 @@ import torch
 
 from ..encodings.rope import apply_rope
 from ..memory import tensors_written
-from ._common import check_dtype, check_shape, close, described, diagnose
-from ._helpers import call_any, first_wrong_row
+from ._common import call_any, check_dtype, check_shape, close, described, diagnose
+from ._helpers import first_wrong_row
 from .rope import rope_mistakes
 
 __all__ = [
