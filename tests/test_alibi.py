@@ -183,3 +183,26 @@ def test_alibi_module_holds_the_slopes_once_and_builds_the_same_bias():
     )
     module.slopes.mul_(2.0)
     torch.testing.assert_close(module(4), 2.0 * alibi_bias(6, 4))
+
+
+def test_scaled_slopes_scale_every_penalty_and_are_checked():
+    """Chapter 9's slope test: slope_scale s gives -s m_h |i - j|, the published
+    slopes times s (4 heads at 1/4: 2^-4 .. 2^-10), and a model passes it on."""
+    from pe_tutorial.lm.model import ByteTransformer, ModelConfig
+
+    module = ALiBiBias(4, slope_scale=0.25)
+    torch.testing.assert_close(module.slopes, 2.0 ** -torch.tensor([4.0, 6, 8, 10]))
+    # distance 7 back from query 9 costs 7 slopes, nothing else
+    bias = module(10)
+    torch.testing.assert_close(
+        bias[:, 9, 2], -7 * 2.0 ** -torch.tensor([4.0, 6, 8, 10])
+    )
+    assert "slope_scale=0.25" in repr(module)
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="slope_scale must be a positive"):
+            ALiBiBias(4, slope_scale=bad)
+    with pytest.raises(ValueError, match="alibi_slope_scale must be a positive"):
+        ModelConfig(scheme="alibi", alibi_slope_scale=0.0)
+    model = ByteTransformer(ModelConfig(scheme="alibi", alibi_slope_scale=0.25))
+    scaled = [m for m in model.modules() if isinstance(m, ALiBiBias)]
+    assert scaled and all(m.slope_scale == 0.25 for m in scaled)

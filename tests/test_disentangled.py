@@ -157,3 +157,18 @@ def test_queries_with_other_heads_are_rejected():
     module = DisentangledRelativeBias(2, 4, max_relative_positions=4)
     with pytest.raises(ValueError, match="heads=2"):
         module(torch.randn(1, 3, 5, 4), torch.randn(1, 3, 5, 4))
+
+
+def test_a_model_trains_deberta_with_one_term_or_both():
+    """Chapter 9 trains DeBERTa's c2p term alone beside both (deberta_terms): the
+    model's layers get exactly those terms, and a wrong name is refused."""
+    from pe_tutorial.lm.model import ByteTransformer, ModelConfig
+
+    for terms in ("c2p+p2c", "c2p", "p2c"):
+        model = ByteTransformer(ModelConfig(scheme="deberta", deberta_terms=terms))
+        biases = [m for m in model.modules() if isinstance(m, DisentangledRelativeBias)]
+        assert biases and {b.terms for b in biases} == {tuple(terms.split("+"))}
+        has_c2p = all(b.key_proj is not None for b in biases)
+        assert has_c2p == ("c2p" in terms)
+    with pytest.raises(ValueError, match=r"unknown deberta_terms 'c2p\+c2p'"):
+        ModelConfig(scheme="deberta", deberta_terms="c2p+c2p")

@@ -189,6 +189,7 @@ def test_a_preset_written_out_reads_back_the_same(tmp_path):
         corpus=str(tmp_path),
         extensions=False,
         sweep=(("train.learning_rate", (1e-3, 1e-2)), ("model.num_heads", (2, 4))),
+        tuned=(("t5", (("learning_rate", 1e-2), ("position_lr_multiplier", 30.0))),),
     )
     for preset in (*PRESETS.values(), swept):
         data = preset_to_dict(preset)
@@ -417,6 +418,23 @@ def _refused(
         (
             "ablations=[{scheme = 't6', model = {t5_max_distance = 1024}}]",
             "ablations[0].scheme: unknown scheme 't6'; choose from nope,",
+        ),
+        (
+            "tuned.t6={learning_rate = 1e-2}",
+            "tuned.t6: unknown scheme 't6'; choose from nope,",
+        ),
+        (
+            "tuned.t5={lr = 1e-2}",
+            "tuned.t5.lr: no such field; TrainConfig has steps,",
+        ),
+        (
+            "tuned.t5={seq_len = 64}",
+            "tuned.t5.seq_len: the same for every scheme of a run; set it in [train]",
+        ),
+        ("tuned.t5={}", "tuned.t5: empty; give the fields this scheme trains with"),
+        (
+            "tuned.t5={learning_rate = -1.0}",
+            "tuned.t5: learning_rate must be a positive finite number",
         ),
         ("noequals", "--set noequals: expected KEY=VALUE"),
         ("name=", "--set: give a value after the ="),

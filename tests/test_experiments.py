@@ -28,6 +28,7 @@ from pe_tutorial.experiments import (
     summarise,
     units,
 )
+from pe_tutorial.experiments.extensions import fine_tuning
 from pe_tutorial.experiments.results import summary
 from pe_tutorial.experiments.runner import Runner
 from pe_tutorial.experiments.tasks import TaskUnits
@@ -140,6 +141,36 @@ def test_every_run_records_its_train_split_score_and_its_loss_by_position(
     assert tiny_results["settings"]["position_bin"] == 1
 
 
+def test_every_run_keeps_its_segments_and_the_same_targets_in_an_L_window(
+    tiny_results,
+):
+    """Per-segment scores (for intervals over seeds and segments) and the context
+    gain: each target read with more than L bytes against itself in an L window."""
+    L = TINY.train.seq_len
+    for entry in tiny_results["language_model"]:
+        for run in entry["runs"]:
+            for n, values in run["segment_bpb"].items():
+                if run["bpb"][n] is None:
+                    assert values is None
+                    continue
+                assert len(values) == TINY.eval_windows
+                assert sum(values) / len(values) == pytest.approx(
+                    run["bpb"][n], abs=1e-4
+                )
+            assert set(run["context_gain"]) == {
+                str(m * L) for m in TINY.multiples if m > 1
+            }
+            gain = run["position_gain"]
+            if gain is None:  # a learned table: nothing past L to read
+                assert entry["scheme"] == "learned"
+                assert set(run["context_gain"].values()) == {None}
+                continue
+            bins = L // (L // 16 or 1)
+            # the first L positions have the same context in both readings
+            assert gain[:bins] == [0.0] * bins
+            assert len(run["context_gain"]["32"]) == TINY.eval_windows
+
+
 def test_the_scored_bytes_are_spread_over_the_validation_split():
     runner = Runner(TINY, device=torch.device("cpu"), progress=False)
     validation = runner.corpus.validation
@@ -191,6 +222,34 @@ def test_learning_rates_and_ablations_add_variants():
     assert len({unit[0] for unit in runner.plan()}) == len(runner.plan())
 
 
+def test_a_tuned_scheme_trains_at_its_own_rates_everywhere():
+    """[tuned]: every model of the scheme starts from its fields (language model,
+    task, fine-tunes); a variant's own rate still wins; other schemes keep [train]."""
+    tuned = (("rope", (("learning_rate", 1e-2), ("position_lr_multiplier", 10.0))),)
+    runner = Runner(replace(TINY, tuned=tuned), torch.device("cpu"), progress=False)
+    rope = runner.variant_training(Variant("rope"))
+    assert (rope.learning_rate, rope.position_lr_multiplier) == (1e-2, 10.0)
+    assert rope.steps == TINY.train.steps and rope.seq_len == TINY.train.seq_len
+    assert runner.variant_training(Variant("alibi")) == TINY.train
+    own = runner.variant_training(Variant("rope", learning_rate=1e-3))
+    assert (own.learning_rate, own.position_lr_multiplier) == (1e-3, 10.0)
+    with runner.reading(units.PASSKEY):
+        passkey = runner.tasks.passkey_training(0, "rope")
+        assert passkey.learning_rate == 1e-2 and passkey.position_lr_multiplier == 10
+        assert runner.tasks.passkey_training(0, "alibi").learning_rate == 3e-3
+    with runner.reading(units.ROPE_LANGUAGE_MODEL):
+        text_tune = runner.extensions.finetune_config(0, "rope")
+    # a fine-tune runs at a third of its model's rate, text and passkey alike
+    passkey_tune = fine_tuning(passkey, 48, TINY.finetune_steps, 0)
+    assert text_tune.learning_rate == passkey_tune.learning_rate == 1e-2 / 3
+    assert text_tune.seq_len == int(TINY.extension_factor * TINY.train.seq_len)
+    # the same bytes a step as pre-training, where a whole window fits
+    assert text_tune.batch_size == max(
+        1, TINY.train.batch_size * TINY.train.seq_len // text_tune.seq_len
+    )
+    assert (passkey_tune.steps, passkey_tune.seed) == (TINY.finetune_steps, 1000)
+
+
 def test_passkey_accuracy_by_length_and_depth(tiny_results):
     entries = {e["scheme"]: e for e in tiny_results["passkey"]}
     assert list(entries) == ["learned", "rope", "alibi"]
@@ -200,7 +259,13 @@ def test_passkey_accuracy_by_length_and_depth(tiny_results):
         depths = run["by_depth"]["24"].values()
         assert run["accuracy"]["24"] == pytest.approx(sum(depths) / 2)
         assert all(0 <= a <= 1 for a in depths)
+        # each digit's accuracy too; the whole key needs every digit, so it is at
+        # most the first digit's
+        digits = run["digits"]["12"]["0.0"]
+        assert len(digits) == TINY.passkey["key_len"]
+        assert run["by_depth"]["12"]["0.0"] <= min(digits)
     assert entries["learned"]["summary"]["24"] is None
+    assert all(run["digits"]["24"] is None for run in entries["learned"]["runs"])
     stages = [(e["method"], e["stage"]) for e in tiny_results["passkey_extension"]]
     assert stages == [(e["method"], e["stage"]) for e in tiny_results["rope_extension"]]
     assert [r["variant"] for r in summarise(tiny_results, "passkey")] == list(entries)
@@ -609,7 +674,8 @@ def test_resume_refuses_units_recorded_by_other_code(
 @pytest.mark.parametrize(
     "damage, problem",
     [
-        (lambda text: text[: len(text) // 2], "it is not whole JSON (Unterminated"),
+        # json's own reason follows in brackets; it depends on where the cut falls
+        (lambda text: text[: len(text) // 2], "it is not whole JSON ("),
         (lambda text: "[]", "it is JSON but not a run file"),
         (lambda text: '{"units": {"lm/x/0": 1}}', "it is JSON but not a run file"),
     ],
@@ -690,6 +756,8 @@ def _changed(value):
 # such as rope_scaling) only the schemes that read them may set, so a preset
 # sets them through an ablation, a Variant's changes (a unit's argument)
 RUNNER_SETS = {"scheme", "norm", "absolute"}
+# a field of named choices changes to another of them
+OTHER_CHOICE = {"deberta_terms": "c2p"}
 
 
 def _field_changes(preset: Preset):
@@ -705,7 +773,8 @@ def _field_changes(preset: Preset):
             built = ModelConfig(**{"max_positions": preset.train.seq_len, **value})
             for f in dataclasses.fields(ModelConfig):
                 if f.name not in RUNNER_SETS and f.default is not None:
-                    model = {**value, f.name: _changed(getattr(built, f.name))}
+                    other = OTHER_CHOICE.get(f.name) or _changed(getattr(built, f.name))
+                    model = {**value, f.name: other}
                     yield name, f"model[{f.name!r}]", replace(preset, model=model)
         elif dataclasses.is_dataclass(value):
             for f in dataclasses.fields(value):
@@ -738,6 +807,7 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatc
         learning_rates=(1e-3,),
         ablations=(("alibi", (("num_layers", 2),)),),
         language_schemes=("alibi",),
+        tuned=(("alibi", (("learning_rate", 1e-2),)),),
     )
 
     def fingerprints(preset):
@@ -762,7 +832,10 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatc
             own_corpus = (
                 kind.corpus and before["arguments"]["variant"]["corpus"] is None
             )
-            assert moved == (name in kind.reads or (name == "corpus" and own_corpus)), (
+            reads = name in kind.reads
+            if name == "tuned":  # a unit holds its own scheme's tuned fields only
+                reads = reads and "/alibi/" in key
+            assert moved == (reads or (name == "corpus" and own_corpus)), (
                 f"changing {what} {'moved' if moved else 'left'} the fingerprint "
                 f"of {key} ({kind.name}, which reads {kind.reads})"
             )

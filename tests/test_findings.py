@@ -2,12 +2,15 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from pe_tutorial.experiments.results import entry as run_entry
 from pe_tutorial.lm.findings import (
     ONE_SEED,
     Gap,
+    Interval,
+    bootstrap_interval,
     change,
     compare,
     find,
@@ -16,6 +19,7 @@ from pe_tutorial.lm.findings import (
     mean_at,
     paired_change,
     position_mean,
+    scheme_rate,
     stats_at,
     train_gap,
 )
@@ -127,6 +131,11 @@ def test_language_entry_defaults_to_the_plain_variant():
     assert language_entry(results, "a", changes={"t5_max_distance": 9}) is ablated
     with pytest.raises(ValueError, match="0 entries"):
         language_entry(results, "a", norm="post")
+    # a scheme tuned to its own rate ([tuned]): its plain variant is the one at it
+    results["settings"]["tuned"] = {"a": {"learning_rate": 1e-2}}
+    assert scheme_rate(results["settings"], "a") == 1e-2
+    assert scheme_rate(results["settings"], "b") == 3e-3
+    assert language_entry(results, "a") is fast
 
 
 def test_glue_gap_glues_the_difference_and_its_verdict():
@@ -181,3 +190,96 @@ def test_glue_gap_on_one_seed_glues_that_there_is_no_verdict():
     gap = glue_gap("one_a_b", ONE_A, ONE_B, 4)
     assert gap.n == 1
     assert GLUED["one_a_b_verdict"] == ONE_SEED
+
+
+def test_a_constant_difference_has_a_zero_width_interval_at_it():
+    a = [[1.25 + k for k in range(50)] for _ in range(3)]
+    b = [[1.0 + k for k in range(50)] for _ in range(3)]
+    interval = bootstrap_interval(a, b)
+    assert (
+        interval.mean == interval.low == interval.high == pytest.approx(0.25, abs=1e-12)
+    )
+    assert (interval.seeds, interval.segments, interval.level) == (3, 50, 0.95)
+    assert interval.excludes_zero and interval.verdict == "0 outside the 95% interval"
+
+
+def test_the_interval_is_written_and_read_plainly():
+    interval = Interval(
+        mean=0.023, low=0.011, high=0.035, seeds=3, segments=64, level=0.95
+    )
+    assert str(interval) == "+0.023 [+0.011, +0.035] (95%, 3 seeds × 64 segments)"
+    straddling = Interval(
+        mean=0.01, low=-0.02, high=0.04, seeds=1, segments=1, level=0.9
+    )
+    assert not straddling.excludes_zero
+    assert straddling.verdict == "0 inside the 90% interval (within noise)"
+    assert str(straddling) == "+0.010 [-0.020, +0.040] (90%, 1 seed × 1 segment)"
+    assert Interval(-0.3, -0.4, -0.2, 3, 64, 0.95).excludes_zero
+
+
+def test_segment_noise_gives_the_textbook_width_and_covers_the_mean():
+    """Segments differ by N(0, sigma) and seeds agree: the interval is the mean +- 1.96 sigma / sqrt(K)."""
+    mu, sigma, seeds, segments = 0.3, 1.0, 5, 400
+    textbook = 2 * 1.96 * sigma / math.sqrt(segments)
+    covered = 0
+    for trial in range(40):
+        generator = np.random.default_rng(trial)
+        per_segment = generator.normal(mu, sigma, segments)
+        values = per_segment + generator.normal(0, 0.05, (seeds, segments))
+        interval = bootstrap_interval(values.tolist(), draws=1000, seed=trial)
+        assert textbook / 1.5 < interval.high - interval.low < textbook * 1.5
+        covered += interval.low <= mu <= interval.high
+    assert covered >= 34  # about 95% of 40
+
+
+def test_cell_noise_is_counted_at_both_levels_so_the_interval_is_wider():
+    """Independent N(mu, sigma) in every cell: about sqrt(3) times the textbook width, never narrower."""
+    mu, sigma, seeds, segments = -0.2, 1.0, 10, 400
+    values = np.random.default_rng(7).normal(mu, sigma, (seeds, segments))
+    interval = bootstrap_interval(values.tolist())
+    textbook = 2 * 1.96 * sigma / math.sqrt(seeds * segments)
+    assert interval.low <= mu <= interval.high
+    assert 1.3 * textbook < interval.high - interval.low < 2.2 * textbook
+    assert interval == bootstrap_interval(values.tolist())  # seeded: the same again
+
+
+def test_pairing_by_segment_removes_the_shared_segment_component():
+    generator = np.random.default_rng(3)
+    shared = generator.normal(0, 1.0, 200)  # how hard each segment is, for both models
+    a = shared + 0.1 + generator.normal(0, 0.01, (3, 200))
+    b = shared + generator.normal(0, 0.01, (3, 200))
+    paired = bootstrap_interval(a.tolist(), b.tolist())
+    alone_a, alone_b = bootstrap_interval(a.tolist()), bootstrap_interval(b.tolist())
+    unpaired_width = math.hypot(alone_a.high - alone_a.low, alone_b.high - alone_b.low)
+    assert paired.mean == pytest.approx(0.1, abs=0.005)
+    assert paired.high - paired.low < 0.1 * unpaired_width
+    assert paired.excludes_zero
+
+
+@pytest.mark.parametrize(
+    "a, b, options, message",
+    [
+        ([], None, {}, "values_a must be a non-empty list"),
+        ([[]], None, {}, "same, non-zero number of segments"),
+        (
+            [[1.0, 2.0], [1.0]],
+            None,
+            {},
+            r"same, non-zero number of segments .*\[2, 1\]",
+        ),
+        (
+            [[1.0, 2.0]],
+            [[1.0, 2.0], [3.0, 4.0]],
+            {},
+            "values_a has 1 seeds x 2 segments",
+        ),
+        ([[1.0, 2.0]], [[1.0, 2.0, 3.0]], {}, "and values_b 1 x 3"),
+        ([[1.0, float("nan")]], None, {}, "not finite"),
+        ([[1.0, "x"]], None, {}, r"values_a\[0\] must be a list of numbers"),
+        ([[1.0, 2.0]], None, {"level": 1.0}, "level must be a number in \\(0, 1\\)"),
+        ([[1.0, 2.0]], None, {"draws": 0}, "draws must be a positive integer"),
+    ],
+)
+def test_bad_values_are_refused(a, b, options, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_interval(a, b, **options)

@@ -240,9 +240,9 @@ def test_a_switch_a_scheme_does_not_read_is_refused():
     with pytest.raises(
         ValueError,
         match=r"max_relative_position applies to the schemes \('shaw', 'deberta'\), "
-        "not 'alibi', which reads no options",
+        "not 'nope', which reads no options",
     ):
-        check_options("alibi", ["max_relative_position"])
+        check_options("nope", ["max_relative_position"])
     with pytest.raises(ValueError, match="which reads only \\('t5_buckets'"):
         check_options("t5", ["rope_base"])
     with pytest.raises(ValueError, match="options must be a tuple of ModelConfig"):

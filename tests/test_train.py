@@ -10,18 +10,27 @@ import pytest
 import torch
 from torch import nn
 
-from pe_tutorial.lm.data import IGNORE_INDEX, random_windows
+from pe_tutorial.lm.data import (
+    IGNORE_INDEX,
+    PASSKEY_SYMBOLS,
+    passkey_batch,
+    random_windows,
+)
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 from pe_tutorial.lm.train import (
     TrainConfig,
     bits_per_byte,
+    context_gain,
     curve_steps,
     length_bits_per_byte,
+    length_losses,
     lookback_accuracy,
     passkey_accuracy,
+    passkey_digit_accuracy,
     position_bits_per_byte,
     resolve_device,
     train,
+    window_reference_losses,
 )
 
 
@@ -418,3 +427,175 @@ def test_the_position_rate_multiplier_is_checked():
             config,
             progress=False,
         )
+
+
+def _tiny_rope() -> ByteTransformer:
+    torch.manual_seed(0)
+    return ByteTransformer(
+        ModelConfig(
+            scheme="rope", d_model=16, num_heads=2, num_layers=1, max_positions=16
+        )
+    )
+
+
+def _segments(rows: int = 3, span: int = 64) -> torch.Tensor:
+    data = torch.randint(
+        0, 256, (rows, span + 1), generator=torch.Generator().manual_seed(6)
+    )
+    return data.to(torch.uint8)
+
+
+def test_length_losses_put_every_target_at_its_segment_position():
+    """Each length's (K, S) losses average to its bpb; a target sits at its segment position."""
+    model, segments = _tiny_rope(), _segments()
+    losses = length_losses(model, segments, [16, 32, 64])
+    bpb = length_bits_per_byte(model, segments, [16, 32, 64])
+    for length in (16, 32, 64):
+        assert losses[length].shape == (3, 64)
+        assert losses[length].mean().item() == pytest.approx(
+            bpb[length]["bpb"], rel=1e-12
+        )
+    # target p of segment k, by hand: the model reads its own window of 32 up to p
+    k, p = 1, 45
+    start = p // 32 * 32
+    logits = model(segments[k : k + 1, start : p + 1].long())[0, -1]
+    by_hand = -torch.log_softmax(logits.double(), -1)[int(segments[k, p + 1])].item()
+    assert losses[32][k, p].item() == pytest.approx(by_hand / math.log(2), abs=1e-5)
+
+
+def test_length_losses_give_none_where_the_model_cannot_read():
+    torch.manual_seed(0)
+    model = ByteTransformer(
+        ModelConfig(
+            scheme="learned", d_model=16, num_heads=2, num_layers=1, max_positions=32
+        )
+    )
+    losses = length_losses(model, _segments(2, 64), (n for n in [32, 64]))
+    assert losses[32].shape == (2, 64) and losses[64] is None
+    with pytest.raises(ValueError, match="2-D tensor"):
+        length_losses(model, _segments(2, 64)[0], [32])
+
+
+def _naive_reference(model, segments, window, stride):
+    """Each target on its own: read from the earliest window start (a multiple of stride) that holds it."""
+    span = segments.shape[1] - 1
+    reference = torch.empty(segments.shape[0], span, dtype=torch.float64)
+    for k in range(segments.shape[0]):
+        for p in range(span):
+            start = 0
+            while start + window <= p:  # the window [start, start + window) misses p
+                start += stride
+            assert start + window <= span
+            if p >= window - stride:
+                assert window - stride + 1 <= p - start + 1 <= window
+            logits = model(segments[k : k + 1, start : p + 1].long())[0, -1]
+            loss = -torch.log_softmax(logits.double(), -1)[int(segments[k, p + 1])]
+            reference[k, p] = loss.item() / math.log(2)
+    return reference
+
+
+@pytest.mark.parametrize("stride", [4, 16, None])
+def test_the_window_reference_is_each_target_read_in_its_own_window(stride):
+    model, segments = _tiny_rope(), _segments()
+    with torch.no_grad():
+        naive = _naive_reference(model.eval(), segments, 16, stride or 2)
+    reference = window_reference_losses(
+        model, segments, 16, stride=stride, batch_size=5
+    )
+    assert reference.shape == (3, 64)
+    assert torch.allclose(reference, naive, atol=1e-5, rtol=0)
+    # the first window is the plain cut of length 16: the same context, the same numbers
+    plain = length_losses(model, segments, [16])[16]
+    assert torch.allclose(reference[:, :16], plain[:, :16], atol=1e-12, rtol=0)
+    # past it the reference reads more context than the plain cut's early positions,
+    # unless the stride is the whole window: then the reference is the plain cut
+    same_past_the_window = torch.allclose(reference[:, 16:], plain[:, 16:], atol=1e-5)
+    assert same_past_the_window == (stride == 16)
+
+
+def test_the_window_reference_stride_is_checked():
+    model, segments = _tiny_rope(), _segments()
+    with pytest.raises(ValueError, match="stride=5 must divide window=16"):
+        window_reference_losses(model, segments, 16, stride=5)
+    with pytest.raises(
+        ValueError,
+        match=r"S - window = 24 must be a non-negative multiple of stride=16",
+    ):
+        window_reference_losses(model, _segments(3, 40), 16, stride=16)
+    with pytest.raises(ValueError, match="S=8 targets must hold one window of 16"):
+        window_reference_losses(model, _segments(3, 8), 16, stride=4)
+    with pytest.raises(ValueError, match="stride must be a positive integer"):
+        window_reference_losses(model, segments, 16, stride=0)
+    with pytest.raises(ValueError, match="default stride"):
+        window_reference_losses(model, segments, 4)
+
+
+def test_context_gain_averages_the_targets_past_the_window():
+    # S = 8, length 4, window 2: positions p with p % 4 >= 2 are 2, 3, 6, 7
+    reference = torch.zeros(2, 8, dtype=torch.float64)
+    long = torch.tensor(
+        [
+            [9.0, 9.0, 1.0, 2.0, 9.0, 9.0, 3.0, 4.0],
+            [9.0, 9.0, -1.0, -1.0, 9.0, 9.0, -1.0, -3.0],
+        ],
+        dtype=torch.float64,
+    )
+    gain = context_gain(long, reference + 0.5, 4, 2)
+    assert torch.allclose(
+        gain, torch.tensor([2.5 - 0.5, -1.5 - 0.5], dtype=torch.float64)
+    )
+    with pytest.raises(ValueError, match="length=2 must exceed window=2"):
+        context_gain(long, reference, 2, 2)
+    with pytest.raises(ValueError, match="must be the same"):
+        context_gain(long, reference[:, :4], 4, 2)
+    with pytest.raises(
+        ValueError, match="S=8 targets must split into windows of length=3"
+    ):
+        context_gain(long, reference, 3, 2)
+
+
+class _GuessAndCopy(nn.Module):
+    """A passkey reader that guesses the first digit (always 0) and copies the rest:
+    it finds the key after KEY and, at each later digit, says the one after."""
+
+    def __init__(self, guess_first: bool):
+        super().__init__()
+        self.guess_first = guess_first
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        s = PASSKEY_SYMBOLS
+        batch, length = inputs.shape
+        logits = torch.zeros(batch, length, 256)
+        key_len = int((inputs == s["query"]).nonzero()[0, 1].neg() + length)
+        for row in range(batch):
+            start = int((inputs[row] == s["key"]).nonzero()[0, 0]) + 1
+            key = inputs[row, start : start + key_len]
+            first = s["digits"] if self.guess_first else key[0]
+            logits[row, length - key_len, first] = 1.0
+            for i in range(1, key_len):
+                logits[row, length - key_len + i, key[i]] = 1.0
+        return logits
+
+
+def test_the_first_digit_tells_retrieval_from_a_guess_and_a_copy():
+    batches = functools.partial(passkey_batch, 400, 40, key_len=4)
+    guesser = _GuessAndCopy(guess_first=True)
+    digits = passkey_digit_accuracy(guesser, batches)
+    whole = passkey_accuracy(guesser, batches)
+    # a guess gets a tenth of first digits right, the copy every later one; the
+    # whole key is right exactly where the guess was
+    assert 0.05 < digits[0] < 0.16 and digits[1:] == [1.0, 1.0, 1.0]
+    assert whole == pytest.approx(digits[0])
+    assert (
+        passkey_digit_accuracy(_GuessAndCopy(guess_first=False), batches) == [1.0] * 4
+    )
+
+
+def test_digit_accuracy_needs_the_same_key_length_in_every_row():
+    def ragged(generator):
+        inputs, targets = passkey_batch(2, 20, generator, key_len=3)
+        targets[1, -3] = IGNORE_INDEX
+        return inputs, targets
+
+    with pytest.raises(ValueError, match="same number of key digits"):
+        passkey_digit_accuracy(_GuessAndCopy(guess_first=False), ragged)

@@ -22,7 +22,7 @@ import math
 import torch
 from torch import nn
 
-from .._validation import require_positive_int
+from .._validation import require_positive_float, require_positive_int
 from .positions import relative_positions
 
 __all__ = ["alibi_slopes", "alibi_bias", "alibi_bias_from_slopes", "ALiBiBias"]
@@ -103,12 +103,19 @@ class ALiBiBias(nn.Module):
     ``alibi_bias``, ``(num_heads, q_len, k_len)``, computed from the buffer
     ``slopes`` on its device. Nothing is learned; the buffer is not persistent,
     so the state dict stays empty and ``.to(device)`` moves it.
+
+    ``slope_scale`` multiplies every slope (1: Press et al.'s). Chapter 9 uses
+    it to test whether ALiBi trails RoPE at the training length because four
+    heads' slopes are steep: scaled by 1/4, the gentlest head pays 1/4 of a
+    logit per 256 bytes instead of one.
     """
 
-    def __init__(self, num_heads: int):
+    def __init__(self, num_heads: int, slope_scale: float = 1.0):
         super().__init__()
         self.num_heads = require_positive_int(num_heads, "num_heads")
-        self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)
+        self.slope_scale = require_positive_float(slope_scale, "slope_scale")
+        slopes = alibi_slopes(num_heads) * self.slope_scale
+        self.register_buffer("slopes", slopes, persistent=False)
 
     def forward(
         self, q_len: int, k_len: int | None = None, *, causal: bool = True
@@ -116,4 +123,5 @@ class ALiBiBias(nn.Module):
         return alibi_bias_from_slopes(self.slopes, q_len, k_len, causal=causal)
 
     def extra_repr(self) -> str:
-        return f"num_heads={self.num_heads}"
+        scale = "" if self.slope_scale == 1 else f", slope_scale={self.slope_scale:g}"
+        return f"num_heads={self.num_heads}{scale}"

@@ -33,6 +33,9 @@ The file's keys are the ``Preset``'s fields (``presets.py``)::
     [sweep]                          # lists: each scheme trained at every combination
     train.learning_rate = [1e-3, 3e-3]
 
+    [tuned]                          # a scheme's own TrainConfig fields (its rates)
+    t5 = { learning_rate = 1e-2, position_lr_multiplier = 30.0 }
+
 Top-level keys are the preset's other fields (``eval_windows``,
 ``train_bytes``, ``post_norm_schemes``, ``extension_methods``, ...);
 ``[model]`` takes any ``ModelConfig`` field but those a variant sets
@@ -46,7 +49,11 @@ dataclasses, so a field added to either is a key at once. ``[lookback]`` and
 variants of ``schemes``, not to the other variant lists or the tasks, and a
 swept scheme has no plain variant, so no extension analyses.
 ``[[ablations]]`` adds a variant, ``scheme = "t5"`` with ``model = {...}``.
-``finetune_methods`` names plain RoPE ``"none"``.
+``finetune_methods`` names plain RoPE ``"none"``. ``[tuned]`` gives a scheme
+training fields of its own (chapter 9 sets each scheme's learning rate and
+its position parameters' rate as the tuning sweeps chose them): every model
+of that scheme, its tasks' and fine-tunes' included, starts from ``[train]``
+with them set; a sweep or a variant's own rate still overrides them.
 
 **The sweep rule.** A list is a sweep only under ``[sweep]``: there, a
 ``model.NAME`` or ``train.NAME`` field given a list trains each of
@@ -107,7 +114,16 @@ __all__ = [
 
 BUILT_IN_CORPORA = ("stdlib", "shakespeare")
 # the tables of a file; every other top-level key is a Preset field of one value or list
-TABLES = ("model", "train", "analyses", "lookback", "passkey", "sweep", "ablations")
+TABLES = (
+    "model",
+    "train",
+    "analyses",
+    "lookback",
+    "passkey",
+    "sweep",
+    "ablations",
+    "tuned",
+)
 ANALYSES = ("extensions", "lookback", "passkey")
 TASK_FIELDS = {
     "lookback": {"seq_len": int, "lookback": int, "steps": int, "num_symbols": int},
@@ -121,7 +137,16 @@ TASK_FIELDS = {
 }
 TASK_DEFAULTS = {"lookback": STANDARD_LOOKBACK, "passkey": STANDARD_PASSKEY}
 # Preset fields written otherwise than as a top-level key of their own
-_SPECIAL = {"model", "train", "lookback", "passkey", "extensions", "ablations", "sweep"}
+_SPECIAL = {
+    "model",
+    "train",
+    "lookback",
+    "passkey",
+    "extensions",
+    "ablations",
+    "sweep",
+    "tuned",
+}
 PRESET_HINTS = typing.get_type_hints(Preset)
 TOP_LEVEL = tuple(f.name for f in fields(Preset) if f.name not in _SPECIAL)
 MODEL_HINTS = typing.get_type_hints(ModelConfig)
@@ -324,6 +349,36 @@ def _ablations(value) -> tuple:
     return tuple(found)
 
 
+def _tuned(value, train: TrainConfig) -> tuple:
+    """``[tuned]``: per scheme, the TrainConfig fields it trains with instead of ``[train]``'s."""
+    found = []
+    for scheme, fields_ in _table("tuned", value).items():
+        where = f"tuned.{scheme}"
+        _check_schemes(where, (scheme,))
+        settings = {}
+        for key, item in _table(where, fields_).items():
+            if key in NOT_SWEPT["train"]:
+                raise ExperimentError(
+                    f"{where}.{key}: the same for every scheme of a run; set it in "
+                    "[train] (a scheme's own rates go here, such as learning_rate "
+                    "and position_lr_multiplier)"
+                )
+            if key not in TRAIN_FIELDS:
+                raise _no_such(f"{where}.", key, "TrainConfig", TRAIN_FIELDS)
+            settings[key] = _convert(f"{where}.{key}", item, TRAIN_HINTS[key])
+        if not settings:
+            raise ExperimentError(
+                f"{where}: empty; give the fields this scheme trains with, such as "
+                "learning_rate = 1e-2"
+            )
+        try:
+            replace(train, **settings)
+        except ValueError as error:
+            raise ExperimentError(f"{where}: {error}") from None
+        found.append((scheme, tuple(settings.items())))
+    return tuple(found)
+
+
 def _flatten(prefix: str, table: dict) -> list[tuple[str, object]]:
     found = []
     for key, value in table.items():
@@ -478,6 +533,7 @@ def preset_from_dict(
         passkey=tasks["passkey"] if switches["passkey"] else {},
         ablations=_ablations(data.get("ablations", [])),
         sweep=_sweep(data.get("sweep", {}), train),
+        tuned=_tuned(data.get("tuned", {}), train),
     )
     _check(preset)
     return preset
@@ -672,6 +728,7 @@ def preset_to_dict(preset: Preset) -> dict:
         table, name = path.split(".", 1)
         sweep.setdefault(table, {})[name] = _plain(values)
     data["sweep"] = sweep
+    data["tuned"] = {scheme: _plain(dict(fields_)) for scheme, fields_ in preset.tuned}
     return data
 
 

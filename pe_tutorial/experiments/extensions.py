@@ -23,6 +23,32 @@ if TYPE_CHECKING:
     from .runner import Runner
 
 
+# A fine-tune's rate is the pre-training rate divided by this (text and passkey alike)
+FINE_TUNE_RATE_DIVISOR = 3
+
+
+def fine_tuning(
+    training: TrainConfig, length: int, steps: int, seed: int
+) -> TrainConfig:
+    """A fine-tune of a model trained with ``training``: ``steps`` steps at ``length``.
+
+    The same bytes per step as pre-training (the batch shrinks as the window
+    grows), warm-up a tenth of the steps, the pre-training rate divided by
+    ``FINE_TUNE_RATE_DIVISOR``, and a seed of its own (``seed + 1000``). Chapter 9 sizes
+    ``steps`` at about 2% of pre-training, in the spirit of position
+    interpolation's short fine-tune (Chen et al., 2023).
+    """
+    return replace(
+        training,
+        steps=steps,
+        seq_len=length,
+        batch_size=max(1, training.batch_size * training.seq_len // length),
+        warmup_steps=max(1, steps // 10),
+        learning_rate=training.learning_rate / FINE_TUNE_RATE_DIVISOR,
+        seed=seed + 1000,
+    )
+
+
 class Extensions:
     """Context extension on trained models (chapter 9): RoPE's scaling methods,
     zero-shot and after a short fine-tune; a learned table lengthened by copying
@@ -47,20 +73,12 @@ class Extensions:
             (m, "fine-tuned") for m in p.finetune_methods
         ]
 
-    def finetune_config(self, seed: int) -> TrainConfig:
-        """Training at ``extension_factor`` times the length, as long as a fine-tune is."""
+    def finetune_config(self, seed: int, scheme: str) -> TrainConfig:
+        """``scheme``'s text training at ``extension_factor`` times the length, as
+        long as a fine-tune is (``fine_tuning``)."""
         p = self.preset
-        L = p.train.seq_len
-        target = int(p.extension_factor * L)
-        return replace(
-            p.train,
-            steps=p.finetune_steps,
-            seq_len=target,
-            batch_size=max(1, p.train.batch_size * L // target),
-            warmup_steps=max(1, p.finetune_steps // 10),
-            learning_rate=p.train.learning_rate / 3,
-            seed=seed + 1000,
-        )
+        target = int(p.extension_factor * p.train.seq_len)
+        return fine_tuning(p.training_for(scheme), target, p.finetune_steps, seed)
 
     def bands(self, model: ByteTransformer) -> dict[str, dict]:
         """bpb per length with one band of RoPE's frequencies changed (``rope_bands``)."""
@@ -85,7 +103,7 @@ class Extensions:
 
     def learned_table(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
         """A learned table lengthened by copying its rows, before and after a fine-tune."""
-        tune = self.finetune_config(seed)
+        tune = self.finetune_config(seed, "learned")
         variant = copy.deepcopy(model)
         variant.extend_learned_table(tune.seq_len)
         results = {"copy/zero-shot": self.runner.evaluate(variant)["bpb"]}
@@ -126,7 +144,7 @@ class Extensions:
 
     def rope(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
         """bpb per length of each scaling method on a trained RoPE model, zero-shot and tuned."""
-        tune = self.finetune_config(seed)
+        tune = self.finetune_config(seed, "rope")
         results = {}
         for method, stage in self.stages():
             variant = copy.deepcopy(model)

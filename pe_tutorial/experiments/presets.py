@@ -13,7 +13,7 @@ of unit reads is declared in ``units.py``.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..encodings.rope_scaling import SCALING_METHODS
 from ..lm.model import SCHEMES
@@ -80,10 +80,19 @@ class Preset:
     passkey: dict = field(default_factory=dict)
     # (dotted field, values): each of ``schemes`` trained at every combination
     sweep: tuple[tuple[str, tuple], ...] = ()
+    # (scheme, ((TrainConfig field, value), ...)): a scheme's own training where it
+    # differs from ``train`` (its learning rate and position-parameter rate, as a
+    # tuning sweep chose them); every model of that scheme starts from it
+    tuned: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     @property
     def lengths(self) -> list[int]:
         return [m * self.train.seq_len for m in self.multiples]
+
+    def training_for(self, scheme: str) -> TrainConfig:
+        """``train`` with ``scheme``'s tuned fields set (``tuned``); ``train`` if none."""
+        changed = dict(dict(self.tuned).get(scheme, ()))
+        return replace(self.train, **changed) if changed else self.train
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..lm.findings import mean_and_std
+from ..lm.findings import mean_and_std, scheme_rate
 from .config import check_preset
 
 __all__ = [
@@ -99,8 +99,8 @@ def summarise(
                 name += " (post-norm)"
             if entry["absolute"] == "every_layer":
                 name += " (every layer)"
-            preset_rate = results["settings"]["train"]["learning_rate"]
-            if entry.get("learning_rate") not in (None, preset_rate):
+            own_rate = scheme_rate(results["settings"], entry["scheme"])
+            if entry.get("learning_rate") not in (None, own_rate):
                 name += f" (lr {entry['learning_rate']:g})"
             for field_name, value in entry.get("changes", {}).items():
                 name += f" ({field_name} {value})"

@@ -283,6 +283,11 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
     def with_depths(by_depth: dict) -> dict:
         return {"accuracy": mean_over_depths(by_depth), "by_depth": by_depth}
 
+    def passkey_run(run: dict) -> dict:
+        """A passkey run: its accuracy by length and depth, and by digit where kept."""
+        digits = {"digits": run["digits"]} if "digits" in run else {}
+        return {**with_depths(run["by_depth"]), **digits}
+
     sections = {name: [] for name in SECTIONS}
     for variant in runner.variants():
         key = f"lm/{variant.key}/{{seed}}"
@@ -325,7 +330,7 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
     for scheme in p.schemes if p.passkey else ():
         runs = per_seed(
             f"passkey/{scheme}/{{seed}}",
-            lambda unit: with_depths(unit["run"]["by_depth"]),
+            lambda unit: passkey_run(unit["run"]),
         )
         sections["passkey"].append(entry({"scheme": scheme}, runs, "accuracy"))
     if p.extensions and p.passkey and "rope" in p.schemes:

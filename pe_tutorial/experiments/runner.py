@@ -31,9 +31,12 @@ from ..lm.model import ByteTransformer, ModelConfig
 from ..lm.train import (
     TrainConfig,
     bits_per_byte,
+    context_gain,
     curve_steps,
-    length_bits_per_byte,
+    length_error,
+    length_losses,
     train,
+    window_reference_losses,
 )
 from .extensions import Extensions
 from .measures import scores_text, tail_mean
@@ -58,6 +61,11 @@ CORPORA: dict[str, Callable[..., ByteCorpus]] = {
     "stdlib": stdlib_corpus,
     "shakespeare": shakespeare_corpus,
 }
+
+
+def _rounded(values: torch.Tensor) -> list[float]:
+    """A record's per-segment or per-bin values: four decimals (0.0001 bpb)."""
+    return [round(v, 4) for v in values.tolist()]
 
 
 def corpus_reader(name: str) -> Callable[..., ByteCorpus]:
@@ -242,27 +250,65 @@ class Runner:
         )
         return model, losses
 
-    def evaluate(self, model: ByteTransformer, corpus: str | None = None) -> dict:
+    def evaluate(
+        self,
+        model: ByteTransformer,
+        corpus: str | None = None,
+        *,
+        targets: bool = False,
+    ) -> dict:
         """``bpb`` and ``notes`` per length; ``position_bpb`` over the longest window.
 
         ``position_bpb`` is the loss by position, averaged over bins of
         ``position_bin`` positions (None where the model cannot read that length).
+        With ``targets``, also what chapter 9 weighs target by target:
+        ``segment_bpb``, each length's bpb on each scored segment (the same
+        segments at every length and for every model, so seeds and segments
+        combine in ``findings.bootstrap_interval``); ``context_gain``, per
+        segment, the loss of the targets read with more than L bytes of context
+        at each length above L minus the same targets' loss in a sliding window
+        of L (``train.window_reference_losses``; negative: the longer context
+        helps); and ``position_gain``, that difference by position over the
+        longest window, averaged over segments and binned as ``position_bpb``
+        (0 for the first L positions, where the contexts are the same).
         """
         lengths = self.preset.lengths
-        results = length_bits_per_byte(
-            model, self.data(corpus).segments, lengths, device=self.device
-        )
-        longest = results[max(lengths)]["by_position"]
-        return {
-            "bpb": {str(n): r["bpb"] for n, r in results.items()},
-            "notes": {str(n): r["note"] for n, r in results.items() if r["note"]},
-            "position_bpb": None
-            if longest is None
-            else [
-                round(v, 4)
-                for v in longest.view(-1, self.position_bin).mean(1).tolist()
-            ],
+        segments = self.data(corpus).segments
+        losses = length_losses(model, segments, lengths, device=self.device)
+        notes = {str(n): length_error(model, n) for n in lengths}
+        longest = losses[max(lengths)]
+        scores = {
+            "bpb": {
+                str(n): None if loss is None else loss.mean().item()
+                for n, loss in losses.items()
+            },
+            "notes": {n: note for n, note in notes.items() if note},
+            "position_bpb": None if longest is None else self._binned(longest),
         }
+        if not targets:
+            return scores
+        scores["segment_bpb"] = {
+            str(n): None if loss is None else _rounded(loss.mean(1))
+            for n, loss in losses.items()
+        }
+        L = self.preset.train.seq_len
+        reference = window_reference_losses(model, segments, L, device=self.device)
+        scores["context_gain"] = {
+            str(n): None
+            if loss is None
+            else _rounded(context_gain(loss, reference, n, L))
+            for n, loss in losses.items()
+            if n > L
+        }
+        scores["position_gain"] = (
+            None if longest is None else self._binned(longest - reference)
+        )
+        return scores
+
+    def _binned(self, losses: torch.Tensor) -> list[float]:
+        """Per-target values ``(K, S)`` averaged over segments, then over bins of
+        ``position_bin`` positions of a window as long as ``S``."""
+        return _rounded(losses.mean(0).view(-1, self.position_bin).mean(1))
 
     def train_split_bpb(
         self, model: ByteTransformer, corpus: str | None = None
@@ -381,11 +427,13 @@ class Runner:
         )
 
     def variant_training(self, variant: Variant) -> TrainConfig:
-        """The preset's training with the variant's learning rate and fields set."""
+        """The scheme's training (the preset's, with its ``tuned`` fields), then the
+        variant's learning rate and fields set."""
         changed = dict(variant.training)
         if variant.learning_rate is not None:
             changed["learning_rate"] = variant.learning_rate
-        return replace(self.preset.train, **changed) if changed else self.preset.train
+        training = self.preset.training_for(variant.scheme)
+        return replace(training, **changed) if changed else training
 
     def language_model_unit(self, variant: Variant, seed: int) -> dict:
         """One variant trained from one seed, scored, and extended where its kind says.
@@ -406,7 +454,9 @@ class Runner:
         curve["bpb"] = []
 
         def score(model: ByteTransformer) -> None:
-            curve["bpb"].append(bits_per_byte(model, segments, L, device=self.device))
+            # as ``evaluate`` scores L, so the last point is the final score exactly
+            losses = length_losses(model, segments, [L], device=self.device)[L]
+            curve["bpb"].append(losses.mean().item())
 
         model, losses = self.train_model(
             config,
@@ -417,7 +467,7 @@ class Runner:
             evaluate=score,
             evaluate_at=curve["steps"],
         )
-        scores = self.evaluate(model, variant.corpus)
+        scores = self.evaluate(model, variant.corpus, targets=True)
         run = {
             "seed": seed,
             "final_train_bpb": tail_mean(losses) / math.log(2),
@@ -457,4 +507,5 @@ class Runner:
             "passkey": p.passkey,
             "extensions": p.extensions,
             "sweep": {path: list(values) for path, values in p.sweep},
+            "tuned": {scheme: dict(fields) for scheme, fields in p.tuned},
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -22,8 +23,10 @@ from ..lm.train import (
     length_error,
     lookback_accuracy,
     passkey_accuracy,
+    passkey_digit_accuracy,
     train,
 )
+from .extensions import fine_tuning
 from .measures import mean_over_depths, scores_text
 from .presets import Preset
 from .units import LOOKBACK, PASSKEY, ROPE_PASSKEY, UnitKind
@@ -72,7 +75,7 @@ class TaskUnits:
         task = p.lookback
         L = task["seq_len"]
         config = replace(
-            p.train,
+            p.training_for(scheme),
             steps=task["steps"],
             seq_len=L,
             warmup_steps=task["steps"] // 10,
@@ -113,21 +116,24 @@ class TaskUnits:
         self.runner.log(f"look-back {scheme}, seed {seed}: {scores_text(accuracy)}")
         return {"run": {"seed": seed, "accuracy": accuracy}}
 
-    def passkey_training(self, seed: int, length: int | None = None) -> TrainConfig:
+    def passkey_training(self, seed: int, scheme: str) -> TrainConfig:
+        """``scheme``'s training (its tuned rates) on the passkey task's length,
+        batch and steps."""
         task = self.preset.passkey
-        L = task["seq_len"]
-        n = length or L
         return replace(
-            self.preset.train,
+            self.preset.training_for(scheme),
             steps=task["steps"],
-            seq_len=n,
-            batch_size=max(1, task["batch_size"] * L // n),
+            seq_len=task["seq_len"],
+            batch_size=task["batch_size"],
             warmup_steps=task["steps"] // 10,
             seed=seed,
         )
 
-    def passkey_scores(self, model: ByteTransformer) -> dict[str, dict]:
-        """Whole-key accuracy at each length and depth: ``{length: {depth: accuracy}}``."""
+    def passkey_scores(
+        self, model: ByteTransformer, measure: Callable = passkey_accuracy
+    ) -> dict[str, dict]:
+        """``measure`` (whole-key accuracy) at each length and depth:
+        ``{length: {depth: value}}``, None for a length the model cannot read."""
         task = self.preset.passkey
         scores = {}
         for m in self.preset.multiples:
@@ -136,7 +142,7 @@ class TaskUnits:
                 scores[str(n)] = None
                 continue
             scores[str(n)] = {
-                str(depth): passkey_accuracy(
+                str(depth): measure(
                     model,
                     functools.partial(
                         passkey_batch, 64, n, key_len=task["key_len"], depth=depth
@@ -151,7 +157,7 @@ class TaskUnits:
         """Train a model on passkey retrieval; its accuracy by length and depth (and RoPE's scalings)."""
         task = self.preset.passkey
         L = task["seq_len"]
-        config = self.passkey_training(seed)
+        config = self.passkey_training(seed, scheme)
         torch.manual_seed(seed)
         model = ByteTransformer(
             replace(self.runner.model_config(scheme), max_positions=L)
@@ -172,14 +178,13 @@ class TaskUnits:
         self.runner.log(
             f"passkey {scheme}, seed {seed}: {scores_text(mean_over_depths(by_depth))}"
         )
-        unit = {"run": {"seed": seed, "by_depth": by_depth}}
+        # each digit's accuracy: the first is retrieval, which a guess and a copy
+        # of the rest cannot fake (passkey_digit_accuracy)
+        digits = self.passkey_scores(model, passkey_digit_accuracy)
+        unit = {"run": {"seed": seed, "by_depth": by_depth, "digits": digits}}
         if self.kind("passkey", scheme) is ROPE_PASSKEY:
             target = int(self.preset.extension_factor * L)
-            tune = replace(
-                self.passkey_training(seed + 1000, target),
-                steps=self.preset.finetune_steps,
-                warmup_steps=max(1, self.preset.finetune_steps // 10),
-            )
+            tune = fine_tuning(config, target, self.preset.finetune_steps, seed)
             extension = {}
             extensions = self.runner.extensions
             for method, stage in extensions.stages():

@@ -10,7 +10,10 @@ fingerprint holds
 
 - ``preset``: the value of each of those fields, whole (``train`` is the whole
   ``TrainConfig``, ``model`` the whole dict of ``ModelConfig`` fields, so every
-  config a unit builds from them is covered, field by field);
+  config a unit builds from them is covered, field by field), except ``tuned``,
+  of which a unit holds its own scheme's fields only (a unit trains one
+  scheme, and reads that scheme's training through ``Preset.training_for``), so
+  that tuning one scheme again leaves the others' units as they are;
 - ``arguments``: what the unit is called with (its ``Variant`` or scheme, its seed);
 - ``corpus``: for a language model, the corpus it reads: where from, its sizes
   and a hash of its bytes (another Python ships another standard library);
@@ -71,6 +74,8 @@ __all__ = [
 ]
 
 PRESET_FIELDS = frozenset(f.name for f in fields(Preset))
+# Preset's methods a unit may call; each reads the fields it needs through the view
+_PRESET_METHODS = frozenset({"training_for"})
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,9 @@ class UnitKind:
 
 # What each kind reads, in one place (``PresetReads`` holds the units to it).
 # A model is built from ``model`` with ``max_positions`` the training length, and
-# trained with ``train`` (its seed, steps or length replaced where a task says).
-_MODEL = ("model", "train")
+# trained with ``train`` and its scheme's ``tuned`` fields (its seed, steps or
+# length replaced where a task says).
+_MODEL = ("model", "train", "tuned")
 # scored at ``multiples`` of the training length on ``eval_windows`` segments of
 # a corpus cut at ``train_bytes`` and ``validation_bytes``
 _TEXT = ("multiples", "eval_windows", "train_bytes", "validation_bytes")
@@ -152,8 +158,9 @@ class PresetReads:
     """A preset as a unit sees it: each field read is noted in ``names``.
 
     With a ``kind``, a field the kind does not declare raises
-    ``UndeclaredRead`` at once. Properties (``lengths``) are computed through
-    the view, so the fields they read are checked too. A ``PresetReads`` of a
+    ``UndeclaredRead`` at once. Properties (``lengths``) and methods
+    (``training_for``) are computed through the view, so the fields they read
+    are checked too. A ``PresetReads`` of a
     ``PresetReads`` notes its own reads and passes them through the outer one.
     """
 
@@ -166,6 +173,8 @@ class PresetReads:
         attribute = getattr(Preset, name, None)
         if isinstance(attribute, property):
             return attribute.fget(self)
+        if callable(attribute) and name in _PRESET_METHODS:  # read through the view
+            return attribute.__get__(self)
         if name not in PRESET_FIELDS:
             raise AttributeError(name)
         kind = self._kind
@@ -181,6 +190,12 @@ class PresetReads:
 
 def _plain(value):
     return asdict(value) if is_dataclass(value) else value
+
+
+def _scheme_of(arguments: dict) -> str:
+    """The scheme a unit trains: its variant's, or the task's ``scheme`` argument."""
+    variant = arguments.get("variant")
+    return variant.scheme if variant is not None else arguments["scheme"]
 
 
 def fingerprint(
@@ -208,6 +223,10 @@ def fingerprint(
         "arguments": {name: _plain(v) for name, v in arguments.items()},
         "preset": {name: _plain(getattr(preset, name)) for name in kind.reads},
     }
+    if "tuned" in kind.reads:  # a unit trains one scheme, so reads its fields only
+        scheme = _scheme_of(arguments)
+        fields_ = dict(preset.tuned).get(scheme)
+        value["preset"]["tuned"] = {} if fields_ is None else {scheme: dict(fields_)}
     if corpus is not None:
         value["corpus"] = corpus
     return json.loads(json.dumps(value))

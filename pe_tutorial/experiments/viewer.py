@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..lm.findings import Gap, compare, mean_at, paired_change, train_gap
+from ..lm.findings import Gap, compare, mean_at, paired_change, scheme_rate, train_gap
 from .measures import mean_over_depths
 from .results import SECTIONS, entry, format_rows, summarise
 from .run import curve_summary
@@ -149,7 +149,14 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
         task = key.split("/")[0]
         arguments = fingerprint["arguments"]
         read = fingerprint.get("preset", {})
-        for name in ("train", "model", "lookback", "passkey", "extension_factor"):
+        for name in (
+            "train",
+            "model",
+            "lookback",
+            "passkey",
+            "extension_factor",
+            "tuned",
+        ):
             if name in read:
                 settings.setdefault(name, read[name])
         if "multiples" in read and task == "lm":
@@ -173,7 +180,9 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
                 "norm": variant["norm"],
                 "absolute": variant["absolute"],
                 "corpus": variant.get("corpus") or own_corpus,
-                "learning_rate": train.get("learning_rate") if rate is None else rate,
+                "learning_rate": scheme_rate(settings, variant["scheme"])
+                if rate is None
+                else rate,
                 "changes": {k: v for k, v in variant.get("changes", [])},
                 "training": {k: v for k, v in variant.get("training", [])},
                 "parameters": results[0].get("parameters"),
@@ -194,7 +203,10 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
             sections["lookback"].append(entry({"scheme": name}, runs, "accuracy"))
         elif task == "passkey":
             runs = [
-                _with_depths(r["run"]["seed"], r["run"]["by_depth"]) for r in results
+                _with_depths(
+                    r["run"]["seed"], r["run"]["by_depth"], r["run"].get("digits")
+                )
+                for r in results
             ]
             sections["passkey"].append(entry({"scheme": name}, runs, "accuracy"))
             _readings(sections["passkey_extension"], results, "extension", "accuracy")
@@ -216,8 +228,9 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
     }
 
 
-def _with_depths(seed: int, by_depth: dict) -> dict:
-    return {"seed": seed, "accuracy": mean_over_depths(by_depth), "by_depth": by_depth}
+def _with_depths(seed: int, by_depth: dict, digits: dict | None = None) -> dict:
+    run = {"seed": seed, "accuracy": mean_over_depths(by_depth), "by_depth": by_depth}
+    return run if digits is None else {**run, "digits": digits}
 
 
 def _named(results: list[dict], field: str) -> dict[str, list[dict]]:
@@ -284,11 +297,11 @@ def _gap(gap: Gap) -> str:
     return f"{gap} [n = {gap.n}]"
 
 
-def _is_plain(entry: dict, rate: float) -> bool:
+def _is_plain(entry: dict, settings: dict) -> bool:
     return (
         entry["norm"] == "pre"
         and entry["absolute"] == "input"
-        and entry.get("learning_rate") in (None, rate)
+        and entry.get("learning_rate") in (None, scheme_rate(settings, entry["scheme"]))
         and not entry.get("changes")
         and not entry.get("training")
     )
@@ -305,12 +318,11 @@ def _corpus(entry: dict) -> str | None:
 
 def _plain(results: dict, corpus: str | None) -> dict[str, dict]:
     """The plain variant of each scheme on a corpus: pre-norm, table at the input,
-    the preset's rate, no changes (chapter 9's ``language_entry`` default)."""
-    rate = results["settings"]["train"]["learning_rate"]
+    the scheme's own rate, no changes (chapter 9's ``language_entry`` default)."""
     return {
         e["scheme"]: e
         for e in results["language_model"]
-        if _corpus(e) == corpus and _is_plain(e, rate)
+        if _corpus(e) == corpus and _is_plain(e, results["settings"])
     }
 
 
@@ -339,6 +351,9 @@ def _header(results: dict, note: str | None, path: str) -> list[str]:
             f"learning rate {train.get('learning_rate'):g}; seeds "
             f"{', '.join(str(s) for s in settings.get('seeds', []))}"
         )
+    for scheme, fields in settings.get("tuned", {}).items():
+        tuned = ", ".join(f"{name} {value:g}" for name, value in fields.items())
+        lines.append(f"  {scheme} trains with {tuned} (tuned)")
     lines.append(
         "A verdict weighs a difference against the seeds' spread (std_a + std_b, "
         "or the std of per-seed differences): 'beyond the seeds' spread' when it "
@@ -405,11 +420,10 @@ def _language_model(results: dict) -> list[str]:
             unread = [s for s in plain if s not in rises]
             if unread:
                 out.append(f"  (cannot read {longest}: {', '.join(unread)})")
-    rate = settings["train"]["learning_rate"]
     others = [
         e
         for e in results["language_model"]
-        if not _is_plain(e, rate) and e["scheme"] in _plain(results, _corpus(e))
+        if not _is_plain(e, settings) and e["scheme"] in _plain(results, _corpus(e))
     ]
     if others:
         out += ["", f"-- Each variant against its scheme's plain variant at L = {L} --"]

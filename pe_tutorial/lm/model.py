@@ -65,6 +65,7 @@ VOCAB_SIZE = 256
 SCHEMES: tuple[str, ...] = scheme_names(studied_only=True)
 NORMS = ("pre", "post")
 ABSOLUTE_PLACES = ("input", "every_layer")
+DEBERTA_TERMS = ("c2p+p2c", "c2p", "p2c")
 
 
 def _check_choice(value, name: str, choices: tuple[str, ...]) -> str:
@@ -79,7 +80,9 @@ class ModelConfig:
 
     ``max_positions`` is the learned table's length (the training length);
     ``max_relative_position`` Shaw's clipping distance ``K``; ``cope_positions``
-    the rows of CoPE's table; ``rope_scaling`` a ``RopeScaling`` for RoPE.
+    the rows of CoPE's table; ``alibi_slope_scale`` multiplies ALiBi's slopes;
+    ``deberta_terms`` DeBERTa's relative terms, ``"c2p+p2c"``, ``"c2p"`` or ``"p2c"``;
+    ``rope_scaling`` a ``RopeScaling`` for RoPE.
     Chapter 11's schemes read the last five: ``rope_fraction``, p-RoPE's
     share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
     how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
@@ -107,6 +110,8 @@ class ModelConfig:
     t5_buckets: int = 32
     t5_max_distance: int = 128
     cope_positions: int = 64
+    alibi_slope_scale: float = 1.0
+    deberta_terms: str = "c2p+p2c"
     rope_fraction: float = 0.75
     global_every: int = 4
     local_window: int = 32
@@ -127,9 +132,10 @@ class ModelConfig:
             require_positive_int(getattr(self, name), name)
         if self.temperature_floor is not None:
             require_positive_int(self.temperature_floor, "temperature_floor")
-        for name in ("rope_base", "global_rope_base"):
+        for name in ("rope_base", "global_rope_base", "alibi_slope_scale"):
             require_positive_float(getattr(self, name), name)
         require_fraction(self.rope_fraction, "rope_fraction", P_ROPE_FRACTION)
+        _check_choice(self.deberta_terms, "deberta_terms", DEBERTA_TERMS)
         # checks d_model and num_heads
         AttentionConfig(self.d_model, self.num_heads)
         # a field None by default is a switch: set, it must be one the scheme reads

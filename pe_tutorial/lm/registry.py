@@ -260,8 +260,9 @@ register_scheme(
         "scores",
         7,
         "linear biases",
-        shared=lambda c: ALiBiBias(c.num_heads),
+        shared=lambda c: ALiBiBias(c.num_heads, c.alibi_slope_scale),
         layer=lambda c, shared: ALiBiScheme(shared),
+        options=("alibi_slope_scale",),
     )
 )
 register_scheme(
@@ -310,14 +311,17 @@ register_scheme(
         "deberta",
         "scores",
         8,
-        "DeBERTa's disentangled attention (c2p and p2c), clipped at "
-        "max_relative_position, per layer",
+        "DeBERTa's disentangled attention (c2p and p2c, or one: deberta_terms), "
+        "clipped at max_relative_position, per layer",
         layer=lambda c, shared: DisentangledScheme(
             DisentangledRelativeBias(
-                c.num_heads, c.head_dim, max_relative_positions=c.max_relative_position
+                c.num_heads,
+                c.head_dim,
+                max_relative_positions=c.max_relative_position,
+                terms=tuple(c.deberta_terms.split("+")),
             )
         ),
-        options=("max_relative_position",),
+        options=("max_relative_position", "deberta_terms"),
         # the recorded study trained the eight above; a preset may list it
         studied=False,
     )

@@ -43,8 +43,12 @@ __all__ = [
     "bits_per_byte",
     "position_bits_per_byte",
     "length_bits_per_byte",
+    "length_losses",
+    "window_reference_losses",
+    "context_gain",
     "lookback_accuracy",
     "passkey_accuracy",
+    "passkey_digit_accuracy",
     "length_error",
 ]
 
@@ -384,6 +388,181 @@ def length_bits_per_byte(
     return results
 
 
+def _require_segments(segments: torch.Tensor) -> tuple[int, int]:
+    """``(K, S)`` of validation segments ``(K, S + 1)``, or a ``ValueError`` saying what they must be."""
+    if not isinstance(segments, torch.Tensor) or segments.dim() != 2:
+        shape = (
+            tuple(segments.shape)
+            if isinstance(segments, torch.Tensor)
+            else type(segments).__name__
+        )
+        raise ValueError(
+            f"segments must be a 2-D tensor (K, S + 1) of bytes, one validation "
+            f"segment a row (data.evaluation_segments), got {shape}"
+        )
+    num_segments, span = segments.shape[0], segments.shape[1] - 1
+    if num_segments == 0 or span <= 0:
+        raise ValueError(
+            f"segments (K, S + 1) need K >= 1 rows of S + 1 >= 2 bytes, got "
+            f"{tuple(segments.shape)}"
+        )
+    return num_segments, span
+
+
+def length_losses(
+    model: nn.Module,
+    segments: torch.Tensor,
+    lengths: Iterable[int],
+    *,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> dict[int, torch.Tensor | None]:
+    """The loss in bits of every target at each length, ``{length: (K, S) | None}``.
+
+    ``segments`` is ``(K, S + 1)`` with ``S`` a multiple of every length. At
+    length ``n`` each segment is cut into ``S / n`` consecutive windows (those of
+    ``length_bits_per_byte``), so entry ``[k, p]`` is
+    ``-log2 P(segments[k, p + 1] | segments[k, n floor(p / n) : p + 1])``: the
+    target at segment position ``p`` read with ``p mod n + 1`` bytes of context.
+    Every length scores the same ``K x S`` targets; the mean of a length's
+    tensor is its ``bpb`` in ``length_bits_per_byte``. A length the model
+    cannot read (``length_error``) gets ``None``. Chapter 9 compares these
+    target by target with ``window_reference_losses`` (``context_gain``).
+    """
+    num_segments, span = _require_segments(segments)
+    lengths = list(lengths)  # read twice: a generator would be spent after one length
+    results: dict[int, torch.Tensor | None] = {}
+    for length in lengths:
+        if length_error(model, length) is not None:
+            results[length] = None
+            continue
+        inputs, targets = _windows(segments, length, None)
+        losses = _token_losses(
+            model,
+            inputs,
+            targets,
+            max(1, batch_size * min(lengths) // length),
+            device,
+        )
+        results[length] = losses.reshape(num_segments, span) / math.log(2)
+    return results
+
+
+def window_reference_losses(
+    model: nn.Module,
+    segments: torch.Tensor,
+    window: int,
+    *,
+    stride: int | None = None,
+    batch_size: int = 16,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """The loss in bits of every target read in a sliding window of ``window`` bytes, ``(K, S)``.
+
+    The reference for chapter 9's question "does reading more than the
+    training length ``L`` help?": the same target, read with (nearly) a full
+    ``L`` window of context. Windows of ``window`` bytes start at ``w = 0,
+    stride, 2 stride, ..., S - window`` in each segment; the one at ``w`` reads
+    bytes ``w .. w + window - 1`` and predicts the bytes one further on, the
+    targets at segment positions ``p = w .. w + window - 1``. Each target is
+    scored in the window where it is among the last ``stride``, so entry
+    ``[k, p]`` is
+
+        -log2 P(segments[k, p + 1] | segments[k, w(p) : p + 1]),
+        w(p) = 0 for p < window, else the w with p - w in [window - stride, window),
+
+    a context of ``p + 1`` bytes for ``p < window`` (exactly the plain
+    ``window`` cut of ``length_losses``) and of ``window - stride + 1`` to
+    ``window`` bytes beyond. The default ``stride = window // 8`` gives every
+    target past the first window at least 7/8 of a window of context. For a
+    target at ``p >= L``, ``length_losses(...)[n L][k, p] - reference[k, p]``
+    is negative where the longer context helps that target and positive where
+    it hurts (``context_gain``), which the mean bpb by length mixes up with the
+    early targets' short context. ``stride`` must divide ``window`` and
+    ``S - window``; the cost is ``window / stride`` times a plain pass.
+    """
+    window = require_positive_int(window, "window")
+    if stride is None and window < 8:
+        raise ValueError(
+            f"window={window} is shorter than 8 bytes, so the default stride "
+            "window // 8 is 0: pass a stride that divides the window"
+        )
+    stride = window // 8 if stride is None else stride
+    stride = require_positive_int(stride, "stride")
+    num_segments, span = _require_segments(segments)
+    if window % stride:
+        raise ValueError(
+            f"stride={stride} must divide window={window}, so that every target "
+            f"is scored in exactly one window: choose a divisor of {window}, such as {window // 8 or 1}"
+        )
+    if span < window or (span - window) % stride:
+        raise ValueError(
+            f"segments of S={span} targets must hold one window of {window} and "
+            f"then whole strides: S - window = {span - window} must be a "
+            f"non-negative multiple of stride={stride}; choose a stride that "
+            f"divides {span - window} (and the window) or segments of another length"
+        )
+    note = length_error(model, window)
+    if note is not None:
+        raise ValueError(f"the model cannot read a window of {window}: {note}")
+    # (K, W, window): window j of segment k starts at j * stride
+    inputs = segments[:, :-1].long().unfold(1, window, stride)
+    targets = segments[:, 1:].long().unfold(1, window, stride)
+    num_windows = inputs.shape[1]
+    losses = _token_losses(
+        model,
+        inputs.reshape(-1, window),
+        targets.reshape(-1, window),
+        batch_size,
+        device,
+    ).view(num_segments, num_windows, window) / math.log(2)
+    reference = torch.empty(num_segments, span, dtype=losses.dtype)
+    reference[:, :window] = losses[:, 0]  # the first window: context p + 1
+    # window j >= 1 gives its last `stride` targets, positions
+    # j stride + window - stride .. j stride + window - 1: together window .. S - 1
+    reference[:, window:] = losses[:, 1:, window - stride :].reshape(num_segments, -1)
+    return reference
+
+
+def context_gain(
+    long_losses: torch.Tensor, reference: torch.Tensor, length: int, window: int
+) -> torch.Tensor:
+    """Per segment, the mean of ``long_losses - reference`` over the targets read past ``window``, ``(K,)``.
+
+    ``long_losses`` is ``length_losses(...)[length]`` and ``reference``
+    ``window_reference_losses(..., window)``, both ``(K, S)`` in bits. The
+    targets averaged are those whose position inside their long window,
+    ``p mod length``, is at least ``window``: read with more than ``window``
+    bytes of context at ``length`` and with (nearly) ``window`` in the
+    reference, so
+
+        gain[k] = mean over {p : p mod length >= window} of long[k, p] - reference[k, p]
+
+    is negative where the longer context helps the same targets and positive
+    where it hurts (chapter 9: using context, not merely seeing more of it).
+    """
+    length = require_positive_int(length, "length")
+    window = require_positive_int(window, "window")
+    if length <= window:
+        raise ValueError(
+            f"length={length} must exceed window={window}: only a longer window "
+            "reads targets past the reference window; pass the long length first"
+        )
+    if long_losses.dim() != 2 or long_losses.shape != reference.shape:
+        raise ValueError(
+            f"long_losses {tuple(long_losses.shape)} and reference "
+            f"{tuple(reference.shape)} must be the same (K, S) targets of the same segments"
+        )
+    span = long_losses.shape[1]
+    if span % length:
+        raise ValueError(
+            f"S={span} targets must split into windows of length={length}: pass "
+            "the length long_losses was read at"
+        )
+    beyond = torch.arange(span) % length >= window
+    return (long_losses - reference)[:, beyond].mean(1)
+
+
 @torch.no_grad()
 def _predictions(
     model: nn.Module, batches: Batches, seed: int, device: torch.device | str
@@ -419,3 +598,34 @@ def passkey_accuracy(
     predictions, targets, scored = _predictions(model, batches, seed, device)
     right = (predictions == targets) | ~scored
     return right.all(dim=1).float().mean().item()
+
+
+def passkey_digit_accuracy(
+    model: nn.Module,
+    batches: Batches,
+    *,
+    seed: int = 1234,
+    device: torch.device | str = "cpu",
+) -> list[float]:
+    """The fraction right at each digit of the key, first to last (teacher-forced).
+
+    The first digit is pure retrieval: nothing after ``QUERY`` hints at it,
+    so guessing gets 1/10 of it right. The later ones are read with the true
+    digits before them in the input, so a model that finds the first digit's
+    match in the key and copies on (an induction head) gets them right even
+    where it guessed the first. A whole-key accuracy of about 0.1 with later
+    digits near 1 is that: a guess and a copy, not retrieval (chapter 9).
+    Greedy generation would score the whole key the same (all digits right
+    under teacher forcing is all right when generated), so the first digit's
+    accuracy is the check a guess cannot pass.
+    """
+    predictions, targets, scored = _predictions(model, batches, seed, device)
+    key_len = int(scored[0].sum())
+    if not key_len or bool((scored.sum(1) != key_len).any()):
+        raise ValueError(
+            "every row must score the same number of key digits "
+            "(data.passkey_batch's targets)"
+        )
+    right = (predictions == targets)[scored].view(-1, key_len).float()
+    return right.mean(0).tolist()
+

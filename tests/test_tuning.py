@@ -1,0 +1,85 @@
+"""Choosing each scheme's training from the tuning sweeps (chapter 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pe_tutorial.experiments.tuning import (
+    SweepPoint,
+    best_training,
+    sweep_points,
+    tuned_table,
+)
+
+
+def _entry(scheme, rate, bpb, *, multiplier=None, norm="pre", changes=None):
+    training = {} if multiplier is None else {"position_lr_multiplier": multiplier}
+    return {
+        "scheme": scheme,
+        "norm": norm,
+        "absolute": "input",
+        "corpus": "stdlib",
+        "learning_rate": rate,
+        "changes": changes or {},
+        "training": training,
+        "summary": {"128": {"mean": bpb, "std": 0.0, "n": 1}, "256": None},
+    }
+
+
+def _record(name, entries, steps=800):
+    return {
+        "preset": name,
+        "settings": {
+            "train": {"seq_len": 128, "steps": steps, "batch_size": 16},
+            "model": {"d_model": 128, "num_layers": 3},
+            "corpus": "stdlib",
+        },
+        "language_model": entries,
+    }
+
+
+RATES = _record(
+    "tuning",
+    [
+        _entry("rope", 1e-3, 2.28),
+        _entry("rope", 3e-3, 2.12),
+        _entry("rope", 1e-2, 2.34),
+        _entry("t5", 3e-3, 2.48),
+        _entry("t5", 1e-2, 2.51),
+        # not a plain model of the sweep: left out
+        _entry("t5", 3e-3, 1.0, norm="post"),
+        _entry("t5", 3e-3, 1.0, changes={"t5_max_distance": 1024}),
+    ],
+)
+POSITION = _record(
+    "tuning-position",
+    [
+        _entry("t5", 3e-3, 2.20, multiplier=10.0),
+        _entry("t5", 1e-2, 2.10, multiplier=30.0),
+    ],
+)
+
+
+def test_the_best_setting_is_the_lowest_score_at_L_over_both_sweeps():
+    points = sweep_points(RATES, POSITION)
+    assert len(points) == 7
+    assert SweepPoint("t5", 1e-2, 30.0, 2.10, 1) in points
+    best = best_training(points)
+    assert best["rope"] == SweepPoint("rope", 3e-3, 1.0, 2.12, 1)
+    assert best["t5"].bpb == 2.10
+    # written as a preset's [tuned] table: the multiplier only where it is not 1
+    assert tuned_table(best) == {
+        "rope": {"learning_rate": 3e-3},
+        "t5": {"learning_rate": 1e-2, "position_lr_multiplier": 30.0},
+    }
+    # without the position sweep, T5's best is its plain rate
+    assert best_training(sweep_points(RATES))["t5"].learning_rate == 3e-3
+
+
+def test_records_of_other_budgets_or_the_same_setting_twice_are_refused():
+    with pytest.raises(ValueError, match="another budget"):
+        sweep_points(RATES, _record("longer", [], steps=1600))
+    with pytest.raises(ValueError, match="settings trained in two records"):
+        sweep_points(RATES, RATES)
+    with pytest.raises(ValueError, match="give the tuning records"):
+        sweep_points()
