@@ -192,16 +192,28 @@ def test_band_ablation_changes_nothing_at_the_training_length(tiny_results):
             assert run["bpb"]["32"] != pytest.approx(base["bpb"]["32"], abs=1e-9)
 
 
-def test_a_learned_table_extended_by_copies_reads_longer_windows(tiny_results):
+def test_a_learned_table_extended_by_copies_or_random_rows_reads_longer_windows(
+    tiny_results,
+):
     plain = tiny_results["language_model"][0]
     stages = {e["stage"]: e for e in tiny_results["learned_extension"]}
-    zero_shot = stages["copy/zero-shot"]["runs"]
-    for run, base in zip(zero_shot, plain["runs"], strict=True):
-        # rows 0..15 are the trained ones: the training length scores the same
-        assert run["bpb"]["16"] == pytest.approx(base["bpb"]["16"], abs=1e-9)
-        assert run["bpb"]["32"] is not None
-    tuned = stages["copy/fine-tuned"]["runs"]
-    assert all(run["bpb"]["32"] is not None for run in tuned)
+    assert list(stages) == [
+        "copy/zero-shot",
+        "copy/fine-tuned",
+        "random/zero-shot",
+        "random/fine-tuned",
+    ]
+    for rows in ("copy", "random"):
+        zero_shot = stages[f"{rows}/zero-shot"]["runs"]
+        for run, base in zip(zero_shot, plain["runs"], strict=True):
+            # rows 0..15 are the trained ones: the training length scores the same
+            assert run["bpb"]["16"] == pytest.approx(base["bpb"]["16"], abs=1e-9)
+            assert run["bpb"]["32"] is not None
+        tuned = stages[f"{rows}/fine-tuned"]["runs"]
+        assert all(run["bpb"]["32"] is not None for run in tuned)
+    # other rows past 16, other scores there
+    copied, drawn = (stages[f"{r}/zero-shot"]["runs"][0] for r in ("copy", "random"))
+    assert copied["bpb"]["32"] != drawn["bpb"]["32"]
 
 
 def test_learning_rates_and_ablations_add_variants():

@@ -116,6 +116,28 @@ def test_a_learned_table_grows_by_copying_its_rows():
         table.extend(8)
 
 
+def test_a_learned_table_grows_by_random_rows_drawn_as_a_fresh_table_s():
+    """The seed's way: the trained rows stay, the new ones are N(0, init_std^2)."""
+    table = LearnedPositionalEmbedding(4, 2000, init_std=0.05)
+    old = table.weight.detach().clone()
+    table.extend(10, "random", torch.Generator().manual_seed(0))
+    assert table.weight.shape == (10, 2000) and table.weight.requires_grad
+    assert torch.equal(table.weight[:4], old)
+    new = table.weight[4:].detach()
+    # 12 000 draws: the std within 3% of init_std, and no new row a copy of an old one
+    assert new.std().item() == pytest.approx(0.05, rel=0.03)
+    assert abs(new.mean().item()) < 0.002
+    assert not any(torch.equal(new[i], old[i % 4]) for i in range(6))
+    again = LearnedPositionalEmbedding(4, 2000, init_std=0.05)
+    again.weight.data.copy_(old)
+    again.extend(10, "random", torch.Generator().manual_seed(0))
+    assert torch.equal(again.weight, table.weight)  # the generator decides the rows
+    with pytest.raises(
+        ValueError, match=r"new_rows must be one of \('copy', 'random'\)"
+    ):
+        table.extend(12, "zeros")
+
+
 @pytest.mark.parametrize("absolute", ["input", "every_layer"])
 def test_a_learned_model_reads_longer_windows_once_extended(absolute):
     torch.manual_seed(0)

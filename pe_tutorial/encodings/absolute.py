@@ -238,6 +238,10 @@ class SinusoidalPositionalEmbedding(nn.Module):
         return f"dim={self.dim}, base={self.base}"
 
 
+# how ``LearnedPositionalEmbedding.extend`` starts the rows it adds
+EXTENSION_ROWS = ("copy", "random")
+
+
 class LearnedPositionalEmbedding(nn.Module):
     """A learned absolute table, one row per position, as in BERT and GPT-2 (chapter 4).
 
@@ -254,10 +258,9 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_positions = require_positive_int(max_positions, "max_positions")
         self.dim = require_positive_int(dim, "dim")
+        self.init_std = require_positive_float(init_std, "init_std")
         self.weight = nn.Parameter(torch.empty(max_positions, dim))
-        nn.init.normal_(
-            self.weight, mean=0.0, std=require_positive_float(init_std, "init_std")
-        )
+        nn.init.normal_(self.weight, mean=0.0, std=self.init_std)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         require_integer_tensor(positions)
@@ -277,23 +280,41 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.weight[positions]
 
     @torch.no_grad()
-    def extend(self, max_positions: int) -> None:
-        """Grow the table to ``max_positions`` rows in place, copying the trained rows.
+    def extend(
+        self,
+        max_positions: int,
+        new_rows: str = "copy",
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """Grow the table to ``max_positions`` rows in place; the trained rows stay.
 
-        Row ``p`` of the longer table starts as row ``p mod L`` of the old one
-        (``L`` rows), the initialisation Longformer used to lengthen RoBERTa's
-        table before fine-tuning on longer windows (Beltagy et al., 2020). The
-        new rows only mean something after that fine-tuning (chapter 9).
+        ``new_rows="copy"``: row ``p`` of the longer table starts as row ``p mod
+        L`` of the old one (``L`` rows), the initialisation Longformer used to
+        lengthen RoBERTa's table before fine-tuning on longer windows (Beltagy
+        et al., 2020). ``"random"``: the new rows are drawn as a fresh table's
+        are, N(0, init_std**2) (from ``generator``), the plain way to add rows.
+        Either way the new rows only mean something after fine-tuning on longer
+        windows (chapter 9 compares the two).
         """
         require_positive_int(max_positions, "max_positions")
         if max_positions <= self.max_positions:
             raise ValueError(
                 f"the table has {self.max_positions} rows already; extend it to more"
             )
-        rows = (
-            torch.arange(max_positions, device=self.weight.device) % self.max_positions
-        )
-        self.weight = nn.Parameter(self.weight[rows].clone())
+        if new_rows not in EXTENSION_ROWS:
+            raise ValueError(
+                f"new_rows must be one of {EXTENSION_ROWS}, got {new_rows!r}"
+            )
+        old = self.weight
+        if new_rows == "copy":
+            rows = torch.arange(max_positions, device=old.device) % self.max_positions
+            weight = old[rows].clone()
+        else:
+            extra = torch.randn(
+                max_positions - self.max_positions, self.dim, generator=generator
+            )
+            weight = torch.cat((old, (extra * self.init_std).to(old)))
+        self.weight = nn.Parameter(weight)
         self.max_positions = max_positions
 
     def extra_repr(self) -> str:

@@ -2,7 +2,7 @@
 
 RoPE's scaling methods (``rope_scaling.SCALING_METHODS``) zero-shot and after a
 short fine-tune at the target length; a learned table lengthened by copying its
-rows, before and after a fine-tune; RoPE's frequency bands held or dropped at
+rows or by random ones, before and after a fine-tune; RoPE's frequency bands held or dropped at
 evaluation (``rope_bands``).
 """
 
@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import torch
+
+from ..encodings.absolute import EXTENSION_ROWS
 from ..encodings.rope_bands import BAND_ABLATIONS, band_frequencies
 from ..encodings.rope_scaling import RopeScaling
 from ..lm.model import ByteTransformer
@@ -22,6 +25,14 @@ from .presets import Preset
 if TYPE_CHECKING:
     from .runner import Runner
 
+
+# a learned table lengthened with its rows copied or drawn afresh, read before and
+# after a fine-tune: the stages of the learned_extension section
+LEARNED_TABLE_STAGES = tuple(
+    f"{rows}/{stage}"
+    for rows in EXTENSION_ROWS
+    for stage in ("zero-shot", "fine-tuned")
+)
 
 # A fine-tune's rate is the pre-training rate divided by this (text and passkey alike)
 FINE_TUNE_RATE_DIVISOR = 3
@@ -102,13 +113,19 @@ class Extensions:
         return results
 
     def learned_table(self, model: ByteTransformer, seed: int) -> dict[str, dict]:
-        """A learned table lengthened by copying its rows, before and after a fine-tune."""
+        """A learned table lengthened by copying its rows, and by random rows, each
+        read before and after a fine-tune (``LEARNED_TABLE_STAGES``)."""
         tune = self.finetune_config(seed, "learned")
-        variant = copy.deepcopy(model)
-        variant.extend_learned_table(tune.seq_len)
-        results = {"copy/zero-shot": self.runner.evaluate(variant)["bpb"]}
-        self.fine_tune(variant, tune, f"fine-tune learned table seed {seed}")
-        results["copy/fine-tuned"] = self.runner.evaluate(variant)["bpb"]
+        results = {}
+        for rows in EXTENSION_ROWS:
+            variant = copy.deepcopy(model)
+            rows_drawn = torch.Generator().manual_seed(seed + 2000)
+            variant.extend_learned_table(tune.seq_len, rows, rows_drawn)
+            results[f"{rows}/zero-shot"] = self.runner.evaluate(variant)["bpb"]
+            self.fine_tune(
+                variant, tune, f"fine-tune learned table ({rows}) seed {seed}"
+            )
+            results[f"{rows}/fine-tuned"] = self.runner.evaluate(variant)["bpb"]
         return results
 
     def fine_tune(

@@ -24,6 +24,7 @@ from ..devices import environment
 from ..encodings.rope_bands import BAND_ABLATIONS
 from ..lm.train import resolve_device
 from .config import check_preset, preset_to_dict
+from .extensions import LEARNED_TABLE_STAGES
 from .measures import mean_over_depths
 from .pool import compute_in_processes, worker_threads
 from .presets import Preset, Variant
@@ -319,7 +320,9 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
             sections["rope_bands"].append(entry({"mode": mode}, runs))
     if p.extensions and Variant("learned") in runner.variants():
         learned = f"lm/{Variant('learned').key}/{{seed}}"
-        for stage in ("copy/zero-shot", "copy/fine-tuned"):
+        for stage in LEARNED_TABLE_STAGES:
+            if stage not in units[learned.format(seed=p.seeds[0])]["table_extension"]:
+                continue  # recorded before random rows were read
             runs = per_seed(
                 learned, lambda u, s=stage: {"bpb": u["table_extension"][s]}
             )

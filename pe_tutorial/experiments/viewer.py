@@ -269,8 +269,8 @@ TITLES = {
     "bits per byte",
     "rope_bands": "RoPE with one band of its frequencies changed at evaluation: "
     "bits per byte",
-    "learned_extension": "A learned table lengthened by copying its rows: "
-    "bits per byte",
+    "learned_extension": "A learned table lengthened by copying its rows or by "
+    "random ones: bits per byte",
     "lookback": "Look-back task: accuracy by sequence length",
     "passkey": "Passkey retrieval: whole-key accuracy by length (mean over depths)",
     "passkey_extension": "Passkey with RoPE's scalings: accuracy by length",

@@ -291,8 +291,14 @@ class ByteTransformer(nn.Module):
         self._share_rotary("set_rope_scaling", scaling=scaling)
         self.config = replace(self.config, rope_scaling=scaling)
 
-    def extend_learned_table(self, max_positions: int) -> None:
-        """Lengthen a learned model's table to ``max_positions`` rows (copies), in place.
+    def extend_learned_table(
+        self,
+        max_positions: int,
+        new_rows: str = "copy",
+        generator: torch.Generator | None = None,
+    ) -> None:
+        """Lengthen a learned model's table to ``max_positions`` rows, in place:
+        the new rows copies of the trained ones, or ``"random"`` ones.
 
         See ``LearnedPositionalEmbedding.extend``; fine-tune on longer windows
         afterwards (chapter 9).
@@ -308,7 +314,7 @@ class ByteTransformer(nn.Module):
             if isinstance(m, LearnedPositionalEmbedding)
         }
         for table in tables.values():  # the one table, shared by the layers that use it
-            table.extend(max_positions)
+            table.extend(max_positions, new_rows, generator)
         self.config = replace(c, max_positions=max_positions)
 
     def set_rope_frequencies(self, frequencies: torch.Tensor | None) -> None:
