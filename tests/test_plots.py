@@ -15,7 +15,9 @@ import torch  # noqa: E402
 from pe_tutorial.attention.core import attention_weights  # noqa: E402
 from pe_tutorial.attention.equivariance import SelfAttention  # noqa: E402
 from pe_tutorial.encodings.rope import rope_frequencies  # noqa: E402
+from pe_tutorial.lm.registry import scheme_names  # noqa: E402
 from pe_tutorial.pages.plots import (  # noqa: E402
+    SCHEME_COLOURS,
     heatmap_stack,
     learning_curves,
     length_curves,
@@ -28,6 +30,7 @@ from pe_tutorial.pages.plots import (  # noqa: E402
     rope_scaling_ratios,
     self_attention_weights,
     shift_arcs,
+    sweep_grid,
     turning_arrows,
     word_order_panels,
 )
@@ -293,3 +296,92 @@ def test_heatmap_stack_draws_each_table_in_its_own_titled_panel():
     assert axes.shape == (2, 2) and not axes[1, 1].get_visible()
     assert fig.get_figwidth() <= 8
     plt.close(fig)
+
+
+def test_every_scheme_has_its_own_colour_in_every_curve():
+    """One colour per scheme in every figure: each registered scheme has a colour of
+    its own, and the curve helpers draw a scheme's label in it."""
+    assert set(scheme_names()) <= set(SCHEME_COLOURS)
+    assert len(set(SCHEME_COLOURS.values())) == len(SCHEME_COLOURS)
+    summary = {"16": {"mean": 2.0, "std": 0.1}, "32": {"mean": 2.5, "std": 0.1}}
+    entry = {
+        "summary": summary,
+        "runs": [run(0, [1.0, 2.0])],
+        "curve": {"steps": [1, 2], "mean": [3.0, 2.0], "std": [0.0, 0.0]},
+    }
+    for draw in (
+        lambda: length_curves(
+            [entry] * 2, labels=["t5", "mine"], train_length=16, title=""
+        ),
+        lambda: position_curves(
+            [entry] * 2,
+            labels=["t5", "mine"],
+            train_length=16,
+            position_bin=8,
+            title="",
+        ),
+        lambda: learning_curves([entry] * 2, labels=["t5", "mine"], title=""),
+    ):
+        ax = draw()
+        # a curve is a line, or an error-bar container whose first line is the curve
+        drawn = [(c.get_label(), c.lines[0]) for c in ax.containers]
+        drawn += [(line.get_label(), line) for line in ax.get_lines()]
+        colours = {
+            label: matplotlib.colors.to_hex(line.get_color())
+            for label, line in drawn
+            if label in ("t5", "mine")
+        }
+        assert colours["t5"] == SCHEME_COLOURS["t5"]
+        assert colours["mine"] not in SCHEME_COLOURS.values()  # none of theirs
+        plt.close(ax.figure)
+
+
+def test_the_context_gain_is_drawn_against_zero():
+    entry = {"runs": [{"seed": 0, "position_gain": [0.0, 0.0, -0.2, 0.4]}]}
+    ax = position_curves(
+        [entry],
+        labels=["alibi"],
+        train_length=8,
+        position_bin=4,
+        title="",
+        key="position_gain",
+        ylabel="gain",
+    )
+    curve = next(line for line in ax.get_lines() if line.get_label() == "alibi")
+    assert list(curve.get_ydata()) == [0.0, 0.0, -0.2, 0.4]
+    zero = [line for line in ax.get_lines() if list(line.get_ydata()) == [0, 0]]
+    assert zero and ax.get_ylabel() == "gain"
+    plt.close(ax.figure)
+
+
+class _Point:
+    def __init__(self, scheme, rate, multiplier, bpb):
+        self.scheme, self.learning_rate = scheme, rate
+        self.position_lr_multiplier, self.bpb = multiplier, bpb
+
+
+def test_the_sweep_grid_shows_every_setting_and_frames_each_scheme_s_best():
+    points = [
+        _Point("rope", 1e-3, 1.0, 2.3),
+        _Point("rope", 3e-3, 1.0, 2.1),
+        _Point("t5", 1e-3, 1.0, 2.9),
+        _Point("t5", 3e-3, 1.0, 2.5),
+        _Point("t5", 3e-3, 30.0, 2.2),
+    ]
+    ax, labels = sweep_grid(points, schemes=["rope", "t5"], title="")
+    assert labels == ["rope", "t5", "t5, position ×30"]
+    grid = ax.images[0].get_array()
+    assert grid[0].tolist() == [2.3, 2.1] and grid[1].tolist() == [2.9, 2.5]
+    assert bool(grid.mask[2, 0]) and grid[2, 1] == 2.2  # ×30 at 1e-3: not trained
+    assert sorted(t.get_text() for t in ax.texts) == [
+        "2.10",
+        "2.20",
+        "2.30",
+        "2.50",
+        "2.90",
+    ]
+    framed = [(p.get_x() + 0.5, p.get_y() + 0.5) for p in ax.patches]
+    assert framed == [(1.0, 0.0), (1.0, 2.0)]  # rope at 3e-3, t5 ×30 at 3e-3
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no sweep point of scheme 'alibi'"):
+        sweep_grid(points, schemes=["alibi"], title="")

@@ -18,6 +18,40 @@ BOOK_STYLE = {
 }
 
 
+# One colour per scheme in every figure (chapters 9 and 11): a curve whose label
+# is a scheme's name takes its colour; any other label takes matplotlib's cycle.
+SCHEME_COLOURS = {
+    "nope": "#7f7f7f",
+    "learned": "#8c564b",
+    "sinusoidal": "#e377c2",
+    "rope": "#1f77b4",
+    "alibi": "#ff7f0e",
+    "t5": "#2ca02c",
+    "shaw": "#d62728",
+    "cope": "#9467bd",
+    "deberta": "#17becf",
+    "p-rope": "#6baed6",
+    "irope": "#bcbd22",
+    "local-global": "#393b79",
+}
+
+
+# for curves whose labels name no scheme: none of the schemes' colours
+OTHER_COLOURS = ("#000000", "#b8860b", "#008080", "#c71585", "#556b2f", "#4682b4")
+
+
+def scheme_colour(label: str) -> str | None:
+    """The colour of the scheme named ``label`` (``SCHEME_COLOURS``), else None."""
+    return SCHEME_COLOURS.get(label)
+
+
+def curve_colours(labels: list[str]) -> list[str]:
+    """A colour per label: a scheme's own, else the next of ``OTHER_COLOURS``, so
+    no other curve takes a scheme's colour."""
+    others = iter(OTHER_COLOURS * (len(labels) // len(OTHER_COLOURS) + 1))
+    return [SCHEME_COLOURS.get(label) or next(others) for label in labels]
+
+
 def use_book_style() -> None:
     """Set matplotlib's text sizes so figure text reads like the page's text (every chapter)."""
     plt.rcParams.update(BOOK_STYLE)
@@ -160,6 +194,7 @@ def length_curves(
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
     markers = "osD^vP*Xh<>"
+    colours = curve_colours(labels)
     for i, (entry, label) in enumerate(zip(entries, labels)):
         points = [
             (int(n), stats["mean"], stats["std"])
@@ -179,6 +214,7 @@ def length_curves(
             marker=markers[i % len(markers)],
             capsize=3,
             label=label,
+            color=colours[i],
         )
     _mark_training_length(ax, train_length)
     ax.set_xscale("log", base=2)
@@ -199,6 +235,8 @@ def position_curves(
     title: str,
     ax=None,
     merge: int = 1,
+    key: str = "position_bpb",
+    ylabel: str = "bits per byte",
 ):
     """Loss by position (chapter 9): bits per byte at each position of the longest window.
 
@@ -207,13 +245,16 @@ def position_curves(
     one, for a smoother curve. The curve is the seeds' mean at each bin's
     centre, with the seeds' spread shaded. Entries whose runs have no curve
     (a learned table) are left out. The training length is marked.
+    ``key="position_gain"`` draws instead each position's loss minus the same
+    bytes' loss read in a window of the training length (zero marked): below
+    zero the longer context helps, above it hurts.
     """
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
-    for entry, label in zip(entries, labels):
-        curves = [run["position_bpb"] for run in entry["runs"] if run["position_bpb"]]
+    for entry, label, colour in zip(entries, labels, curve_colours(labels)):
+        curves = [run[key] for run in entry["runs"] if run.get(key)]
         if not curves:
             continue
         values = torch.tensor(curves, dtype=torch.float64)  # (seeds, bins)
@@ -224,14 +265,16 @@ def position_curves(
         values = values.view(values.shape[0], -1, merge).mean(-1)
         centres = (torch.arange(values.shape[1]) + 0.5) * position_bin * merge
         mean = values.mean(0)
-        (line,) = ax.plot(centres, mean, label=label)
+        (line,) = ax.plot(centres, mean, label=label, color=colour)
         if values.shape[0] > 1:
             spread = values.std(0)
             ax.fill_between(
                 centres, mean - spread, mean + spread, color=line.get_color(), alpha=0.2
             )
     _mark_training_length(ax, train_length)
-    ax.set(title=title, xlabel="position in the window (bytes)", ylabel="bits per byte")
+    if key == "position_gain":
+        ax.axhline(0.0, color="0.3", linewidth=0.8)
+    ax.set(title=title, xlabel="position in the window (bytes)", ylabel=ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.grid(alpha=0.3)
     return ax
@@ -259,6 +302,7 @@ def learning_curves(
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.5))
     markers = "osD^vP*Xh<>"
+    colours = curve_colours(labels)
     for i, (entry, label) in enumerate(zip(entries, labels)):
         curve = entry.get("curve")
         if not curve:
@@ -271,6 +315,7 @@ def learning_curves(
             markersize=4,
             capsize=3,
             label=label,
+            color=colours[i],
         )
     ax.set(title=title, xlabel="training step", ylabel=ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
@@ -590,3 +635,77 @@ def rope_base_panels(bases: dict, distances: torch.Tensor, edges: list[int]):
         ax.legend()
         ax.grid(alpha=0.3)
     return fig
+
+
+def sweep_grid(points, *, schemes: list[str], title: str, ax=None):
+    """A tuning sweep as a table of colours (chapter 9): bits per byte at L for
+    every scheme (a row per position-parameter rate above 1) and learning rate.
+
+    ``points`` have ``scheme``, ``learning_rate``, ``position_lr_multiplier`` and
+    ``bpb`` (``experiments.tuning.SweepPoint``); ``schemes`` gives the rows'
+    order. Each cell shows its score; each scheme's lowest is framed, the
+    setting the three-seed run trains at. Settings not trained stay blank.
+    Returns the axes and the rows' labels.
+    """
+    rows: list[tuple[str, float]] = []
+    for scheme in schemes:
+        multipliers = sorted(
+            {p.position_lr_multiplier for p in points if p.scheme == scheme}
+        )
+        if not multipliers:
+            raise ValueError(f"no sweep point of scheme {scheme!r}")
+        rows += [(scheme, m) for m in multipliers]
+    rates = sorted({p.learning_rate for p in points})
+    grid = torch.full((len(rows), len(rates)), float("nan"), dtype=torch.float64)
+    for p in points:
+        if (p.scheme, p.position_lr_multiplier) in rows:
+            grid[
+                rows.index((p.scheme, p.position_lr_multiplier)),
+                rates.index(p.learning_rate),
+            ] = p.bpb
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 0.42 * len(rows) + 1.6))
+    finite = grid[~grid.isnan()]
+    # the colour scale spans the good scores: a diverged model stays dark, not a
+    # scale that makes every other cell look alike
+    high = min(float(finite.max()), float(finite.min()) + 1.0)
+    image = ax.imshow(
+        grid.numpy(),
+        cmap="viridis_r",
+        vmin=float(finite.min()),
+        vmax=high,
+        aspect="auto",
+    )
+    for i, (scheme, _) in enumerate(rows):
+        best = min((p for p in points if p.scheme == scheme), key=lambda p: p.bpb)
+        for j, rate in enumerate(rates):
+            value = grid[i, j].item()
+            if math.isnan(value):
+                continue
+            dark = value > (float(finite.min()) + high) / 2
+            ax.text(
+                j,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=9,
+                color="white" if dark else "black",
+            )
+            if (best.position_lr_multiplier, best.learning_rate) == (rows[i][1], rate):
+                ax.add_patch(
+                    plt.Rectangle(
+                        (j - 0.5, i - 0.5),
+                        1,
+                        1,
+                        fill=False,
+                        edgecolor="red",
+                        linewidth=2.5,
+                    )
+                )
+    labels = [s if m == 1 else f"{s}, position ×{m:g}" for s, m in rows]
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_xticks(range(len(rates)), [f"{r:g}" for r in rates])
+    ax.set(title=title, xlabel="peak learning rate")
+    ax.figure.colorbar(image, ax=ax, label="bits per byte at L")
+    return ax, labels
