@@ -20,6 +20,7 @@ from pe_tutorial.lm.findings import (
     paired_change,
     position_mean,
     scheme_rate,
+    segment_interval,
     stats_at,
     train_gap,
 )
@@ -283,3 +284,29 @@ def test_pairing_by_segment_removes_the_shared_segment_component():
 def test_bad_values_are_refused(a, b, options, message):
     with pytest.raises(ValueError, match=message):
         bootstrap_interval(a, b, **options)
+
+
+def test_segment_interval_reads_an_entry_s_segments_at_a_length():
+    def runs(offset):
+        return [
+            {
+                "segment_bpb": {"16": [2.0 + offset, 2.2 + offset, 2.4 + offset]},
+                "context_gain": {"32": [-0.1, -0.1, -0.1]},
+            }
+            for _ in range(3)
+        ]
+
+    a, b = {"runs": runs(0.5)}, {"runs": runs(0.0)}
+    alone = segment_interval(a, 16)
+    assert alone.mean == pytest.approx(2.7) and (alone.seeds, alone.segments) == (3, 3)
+    # b's segments sit 0.5 below a's, segment by segment: no spread at all
+    paired = segment_interval(a, 16, b)
+    assert paired.mean == pytest.approx(0.5) and paired.low == pytest.approx(0.5)
+    gain = segment_interval(a, 32, key="context_gain")
+    assert gain.high == pytest.approx(-0.1) and gain.excludes_zero
+    with pytest.raises(ValueError, match="no 'segment_bpb' at length 64; it has"):
+        segment_interval(a, 64)
+    with pytest.raises(ValueError, match="keep no 'segment_bpb'"):
+        segment_interval({"runs": [{"bpb": {}}]}, 16)
+    with pytest.raises(ValueError, match="could not read length 16"):
+        segment_interval({"runs": [{"segment_bpb": {"16": None}}]}, 16)

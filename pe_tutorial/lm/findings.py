@@ -38,6 +38,7 @@ __all__ = [
     "Gap",
     "Interval",
     "bootstrap_interval",
+    "segment_interval",
     "find",
     "language_entry",
     "scheme_rate",
@@ -448,3 +449,38 @@ def bootstrap_interval(
         segments=num_segments,
         level=float(level),
     )
+
+
+def segment_interval(
+    a: dict, length: int, b: dict | None = None, *, key: str = "segment_bpb"
+) -> Interval:
+    """``bootstrap_interval`` of an entry's per-segment values at ``length``, or
+    of ``a - b`` segment by segment (chapter 9).
+
+    ``key`` is ``"segment_bpb"`` (each segment's bits per byte at that length)
+    or ``"context_gain"`` (each segment's loss past L minus the same bytes' in
+    an L window, for lengths above L). Each run of the entry holds them by
+    length; a run recorded before they were kept, or a length the model could
+    not read, is a ``ValueError`` that says which.
+    """
+
+    def values(entry: dict, side: str) -> list[list[float]]:
+        found = []
+        for run in entry["runs"]:
+            by_length = run.get(key)
+            if by_length is None:
+                raise ValueError(
+                    f"the runs of {side} keep no {key!r} (recorded before per-segment "
+                    "values were); record the experiment again"
+                )
+            if str(length) not in by_length:
+                raise ValueError(
+                    f"{side} has no {key!r} at length {length}; it has "
+                    f"{sorted(by_length, key=int)}"
+                )
+            if by_length[str(length)] is None:
+                raise ValueError(f"{side} could not read length {length}")
+            found.append(by_length[str(length)])
+        return found
+
+    return bootstrap_interval(values(a, "a"), None if b is None else values(b, "b"))
