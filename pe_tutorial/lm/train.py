@@ -628,4 +628,3 @@ def passkey_digit_accuracy(
         )
     right = (predictions == targets)[scored].view(-1, key_len).float()
     return right.mean(0).tolist()
-
