@@ -15,7 +15,10 @@ from pe_tutorial.attention.schemes import RotaryScheme
 from pe_tutorial.encodings.rope import RotaryEmbedding, rope_frequencies
 from pe_tutorial.encodings.rope_scaling import (
     SCALING_METHODS,
+    LongRopeScaling,
     RopeScaling,
+    longrope_attention_factor,
+    longrope_frequencies,
     scaled_rope_frequencies,
 )
 
@@ -275,3 +278,188 @@ def test_rotary_scheme_uses_the_scaling():
     # at factor 2, position 2 is rotated like plain position 1
     expected = RotaryEmbedding(16)(q[:, :, 2:3], torch.tensor([1]))
     torch.testing.assert_close(rotated_q[:, :, 2:3], expected, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# LongRoPE (Phi-3): per-pair factors, a short and a long list
+# ---------------------------------------------------------------------------
+
+
+def phi3_config(head_dim, short, long_, *, original, max_positions, base, **extra):
+    """A Phi-3 config with LongRoPE (skips the test when transformers is absent)."""
+    transformers = pytest.importorskip("transformers")
+    rope = {"rope_type": "longrope", "rope_theta": base}
+    rope.update(short_factor=list(short), long_factor=list(long_), **extra)
+    return transformers.Phi3Config(
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        original_max_position_embeddings=original,
+        rope_parameters=rope,
+    )
+
+
+def factor_lists(pairs, seed):
+    # short lists near 1 (Phi-3's are 1.0 .. 1.2), long ones growing to ~40
+    g = torch.Generator().manual_seed(seed)
+    short = (1 + 0.2 * torch.rand(pairs, generator=g)).tolist()
+    long_ = torch.linspace(1, 40, pairs) * (1 + 0.1 * torch.rand(pairs, generator=g))
+    return short, long_.tolist()
+
+
+LONGROPE_CASES = [
+    # head_dim, L, max positions (s = max / L), base, explicit attention_factor
+    (16, 64, 256, 10000.0, None),
+    (32, 4096, 131072, 10000.0, None),  # Phi-3-mini-128k's L and s = 32
+    (64, 100, 100, 500000.0, None),  # s = 1: attention factor 1
+    (128, 8192, 65536, 10000.0, 1.5),
+]
+
+
+@pytest.mark.parametrize(
+    "head_dim, original, max_positions, base, attention", LONGROPE_CASES
+)
+def test_longrope_equals_transformers(
+    head_dim, original, max_positions, base, attention
+):
+    """Frequencies and attention factor = transformers' ROPE_INIT_FUNCTIONS["longrope"],
+    short list at and below L, long list past it."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    short, long_ = factor_lists(head_dim // 2, seed=head_dim)
+    extra = {} if attention is None else {"attention_factor": attention}
+    config = phi3_config(
+        head_dim,
+        short,
+        long_,
+        original=original,
+        max_positions=max_positions,
+        base=base,
+        **extra,
+    )
+    for seq_len in (None, 1, original, original + 1, 4 * original):
+        want, want_scale = ROPE_INIT_FUNCTIONS["longrope"](
+            config, "cpu", seq_len=seq_len
+        )
+        ours, scale = longrope_frequencies(
+            head_dim,
+            short_factor=short,
+            long_factor=long_,
+            original_max_positions=original,
+            factor=max_positions / original,
+            base=base,
+            seq_len=seq_len,
+            attention_factor=attention,
+        )
+        torch.testing.assert_close(ours, want, rtol=1e-6, atol=0)
+        assert scale == pytest.approx(want_scale, rel=1e-12)
+
+
+def test_longrope_module_switch_equals_phi3_rotary_embedding():
+    """Phi-3's rotary embedding picks the list from max(position) + 1 of each call:
+    our cos and sin (angles of the chosen list, times the factor) equal its own."""
+    hf = pytest.importorskip("transformers.models.phi3.modeling_phi3")
+    head_dim, L = 32, 16
+    short, long_ = factor_lists(head_dim // 2, seed=3)
+    config = phi3_config(
+        head_dim, short, long_, original=L, max_positions=8 * L, base=10000.0
+    )
+    rotary = hf.Phi3RotaryEmbedding(config)
+    scaling = LongRopeScaling(short, long_, original_max_positions=L, factor=8.0)
+    x = torch.zeros(1, 1, head_dim)
+    for length in (5, L, L + 1, 3 * L, L):  # back to short after a long call
+        positions = torch.arange(length)
+        cos, sin = rotary(x, positions[None])
+        inv_freq, scale = scaling.frequencies(head_dim, base=10000.0, seq_len=length)
+        angles = positions[:, None].float() * inv_freq
+        ours_cos = torch.cat([angles.cos(), angles.cos()], -1) * scale
+        ours_sin = torch.cat([angles.sin(), angles.sin()], -1) * scale
+        torch.testing.assert_close(ours_cos, cos[0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ours_sin, sin[0], rtol=1e-5, atol=1e-6)
+        assert scaling.uses_long_factors(length) == (length > L)
+
+
+def test_longrope_by_its_formula():
+    """theta_i / lambda_i with theta_i = base^(-2i/D), and sqrt(1 + ln s / ln L)."""
+    D, L, s, base = 8, 512, 16.0, 10000.0
+    short, long_ = [1.0, 1.5, 2.0, 3.0], [1.0, 4.0, 9.0, 16.0]
+    for seq_len, lambdas in ((L, short), (L + 1, long_)):
+        inv_freq, scale = longrope_frequencies(
+            D,
+            short_factor=short,
+            long_factor=long_,
+            original_max_positions=L,
+            factor=s,
+            base=base,
+            seq_len=seq_len,
+        )
+        expected = [base ** (-2 * i / D) / lam for i, lam in enumerate(lambdas)]
+        assert inv_freq.tolist() == pytest.approx(expected, rel=1e-6)
+        assert scale == pytest.approx(math.sqrt(1 + math.log(s) / math.log(L)))
+    assert longrope_attention_factor(1.0, L) == 1.0
+    # all factors 1: plain RoPE
+    ones = [1.0] * 4
+    inv_freq, _ = longrope_frequencies(
+        D, short_factor=ones, long_factor=ones, original_max_positions=L, factor=1.0
+    )
+    torch.testing.assert_close(inv_freq.double(), plain(D, base), rtol=1e-6, atol=0)
+
+
+def test_longrope_is_not_a_scaling_method():
+    # chapter 9's experiments iterate SCALING_METHODS with one factor each
+    assert "longrope" not in SCALING_METHODS
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(short_factor=[1.0, 1.0, 1.0]),
+            "short_factor has 3 factors but .* 4 pairs",
+        ),
+        (dict(long_factor=[1.0] * 5), "long_factor has 5 factors but .* 4 pairs"),
+        (
+            dict(long_factor=[1.0, 0.0, 2.0, 2.0]),
+            r"long_factor\[1\] = 0.0 is not a positive",
+        ),
+        (dict(short_factor=[1.0, -2.0, 1.0, 1.0]), r"short_factor\[1\] = -2.0 is not"),
+        (dict(short_factor=[1.0, float("nan"), 1.0, 1.0]), r"short_factor\[1\] = nan"),
+        (
+            dict(short_factor=[1.0, "2", 1.0, 1.0]),
+            r"short_factor\[1\] must be a number",
+        ),
+        (dict(short_factor=2.0), "short_factor must be a list of 4 numbers"),
+        (dict(factor=0.5), "factor=0.5 is below 1"),
+        (dict(attention_factor=0.0), "attention_factor must be a positive"),
+        (dict(original_max_positions=0), "original_max_positions must be a positive"),
+        (dict(seq_len=0), "seq_len must be a positive"),
+    ],
+)
+def test_longrope_bad_input_is_named(change, message):
+    arguments = dict(
+        short_factor=[1.0] * 4,
+        long_factor=[2.0] * 4,
+        original_max_positions=64,
+        factor=4.0,
+    )
+    arguments.update(change)
+    with pytest.raises(ValueError, match=message):
+        longrope_frequencies(8, **arguments)
+
+
+def test_longrope_scaling_checks_its_lists():
+    with pytest.raises(
+        ValueError, match="short_factor has 2 factors and long_factor 3"
+    ):
+        LongRopeScaling(
+            [1.0, 1.0], [1.0, 2.0, 3.0], original_max_positions=8, factor=2.0
+        )
+    with pytest.raises(ValueError, match=r"long_factor\[0\] = -1"):
+        LongRopeScaling([1.0], [-1.0], original_max_positions=8, factor=2.0)
+    scaling = LongRopeScaling(
+        [1.0, 1.0], [1.0, 2.0], original_max_positions=8, factor=2.0
+    )
+    assert scaling.short_factor == (1.0, 1.0) and scaling.depends_on_length
+    with pytest.raises(ValueError, match="2 factors but the rotated dimension has 4"):
+        scaling.frequencies(8, base=10000.0)

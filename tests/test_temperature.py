@@ -10,9 +10,12 @@ import torch
 
 from pe_tutorial.attention.core import attention_weights, dot_product_attention
 from pe_tutorial.attention.temperature import (
+    QKNorm,
     attention_entropies,
     attention_entropy,
     llama4_query_scale,
+    logn_query_scale,
+    rms_normalize,
     yarn_attention_factor,
 )
 from pe_tutorial.encodings.rope_scaling import scaled_rope_frequencies
@@ -157,3 +160,114 @@ def test_entropies_of_a_rope_model_are_those_of_its_rotated_scores():
             unrotated = entropies_by_hand(q.double(), k.double())
             assert (unrotated - expected).abs().max() > 1e-2
             x = block(x)  # the next layer's input
+
+
+# --- Qwen's log-n scaling -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("L", [2, 8, 2048])
+def test_logn_scale_by_qwen_table(L):
+    """Qwen's use_logn_attn table: entry m is log(m + 1, L) if m + 1 > L else 1."""
+    positions = torch.tensor(sorted({0, 1, L - 2, L - 1, L, L + 1, 3 * L, 32766}))
+    expected = [math.log(m + 1, L) if m + 1 > L else 1 for m in positions.tolist()]
+    ours = logn_query_scale(positions, train_length=L)
+    assert ours.dtype == torch.float32
+    assert ours.tolist() == pytest.approx(expected, rel=1e-6)
+
+
+def test_logn_scale_is_one_up_to_the_trained_length_then_grows_like_ln_n():
+    L = 64
+    scale = logn_query_scale(torch.arange(4 * L), train_length=L)
+    assert torch.all(scale[:L] == 1.0)
+    assert torch.all(scale[L:] > 1.0) and torch.all(scale[L + 1 :] > scale[L:-1])
+    # at n = L^2 keys the factor is exactly 2: log_L(L^2)
+    assert float(logn_query_scale(torch.tensor([L * L - 1]), train_length=L)) == (
+        pytest.approx(2.0)
+    )
+
+
+def test_logn_bad_input_is_named():
+    with pytest.raises(ValueError, match="train_length must be a positive integer"):
+        logn_query_scale(torch.arange(4), train_length=0)
+    with pytest.raises(ValueError, match="at least 2 .* base of the logarithm"):
+        logn_query_scale(torch.arange(4), train_length=1)
+    with pytest.raises(ValueError, match="integer tensor"):
+        logn_query_scale(torch.arange(4.0), train_length=8)
+
+
+# --- QK-norm ------------------------------------------------------------------------
+
+
+def test_qk_norm_equals_qwen3_rms_norm():
+    """QKNorm's two learned norms = transformers' Qwen3RMSNorm as q_norm and k_norm."""
+    pytest.importorskip("transformers")
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3RMSNorm
+
+    torch.manual_seed(0)
+    D = 16
+    q_norm, k_norm = Qwen3RMSNorm(D, eps=1e-6), Qwen3RMSNorm(D, eps=1e-6)
+    ours = QKNorm(D, eps=1e-6)
+    with torch.no_grad():
+        for hf, w in ((q_norm, ours.q_weight), (k_norm, ours.k_weight)):
+            hf.weight.normal_(1.0, 0.3)
+            w.copy_(hf.weight)
+    q, k = 3 * torch.randn(2, 4, 7, D), 0.1 * torch.randn(2, 4, 9, D)
+    q_ours, k_ours = ours(q, k)
+    torch.testing.assert_close(q_ours, q_norm(q), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(k_ours, k_norm(k), rtol=1e-6, atol=1e-6)
+    # the two weights are separate: swapping them changes the result
+    assert not torch.allclose(rms_normalize(q, ours.k_weight), q_ours, atol=1e-3)
+
+
+def test_qk_norm_equals_gemma3_one_plus_weight():
+    pytest.importorskip("transformers")
+    from transformers.models.gemma3.modeling_gemma3 import Gemma3RMSNorm
+
+    torch.manual_seed(1)
+    norm = Gemma3RMSNorm(8, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.normal_(0.0, 0.5)
+    x = torch.randn(3, 5, 8)
+    ours = rms_normalize(x, 1.0 + norm.weight.detach(), eps=1e-6)
+    torch.testing.assert_close(ours, norm(x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_weightless_qk_norm_equals_llama4_l2_norm(dtype):
+    """learned=False is Llama 4's Llama4TextL2Norm on q and k, at its eps (1e-5)."""
+    pytest.importorskip("transformers")
+    from transformers.models.llama4.modeling_llama4 import Llama4TextL2Norm
+
+    torch.manual_seed(2)
+    hf = Llama4TextL2Norm(eps=1e-5)
+    ours = QKNorm(32, eps=1e-5, learned=False)
+    assert list(ours.parameters()) == []
+    q, k = (5 * torch.randn(2, 3, 6, 32)).to(dtype), torch.randn(2, 3, 6, 32).to(dtype)
+    q_ours, k_ours = ours(q, k)
+    assert q_ours.dtype == dtype
+    torch.testing.assert_close(q_ours, hf(q), rtol=0, atol=0)
+    torch.testing.assert_close(k_ours, hf(k), rtol=0, atol=0)
+
+
+def test_rms_normalize_by_hand():
+    """Root mean square 1, so length sqrt(D) (not 1, whatever Llama 4's name says),
+    and blind to the scale of x: the logits stop growing with |q| and |k|."""
+    x = torch.tensor([[3.0, 4.0, 0.0, 0.0]], dtype=torch.float64)
+    # mean square = 25 / 4, so x / 2.5
+    expected = torch.tensor([[1.2, 1.6, 0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(rms_normalize(x, eps=0.0), expected)
+    assert float(rms_normalize(x, eps=0.0).norm()) == pytest.approx(2.0)  # sqrt(4)
+    torch.testing.assert_close(rms_normalize(100 * x, eps=0.0), expected)
+    w = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    torch.testing.assert_close(rms_normalize(x, w, eps=0.0), expected * w.double())
+
+
+def test_qk_norm_bad_input_is_named():
+    with pytest.raises(ValueError, match="built for head_dim=16"):
+        QKNorm(16)(torch.randn(2, 16), torch.randn(2, 8))
+    with pytest.raises(ValueError, match="eps must be a number >= 0"):
+        QKNorm(16, eps=-1.0)
+    with pytest.raises(ValueError, match="head_dim must be a positive integer"):
+        QKNorm(0)
+    with pytest.raises(ValueError, match="one weight per channel"):
+        rms_normalize(torch.randn(2, 8), torch.ones(4))

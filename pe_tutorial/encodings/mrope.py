@@ -9,11 +9,21 @@ for text M-RoPE *is* RoPE. An image of ``H x W`` patches placed at position
 ``n`` gets ``t = n``, ``h = n + row``, ``w = n + column``, and the text after it
 resumes at ``n + max(H, W)`` (``mrope_position_ids``). The pairing is the
 half one (GPT-NeoX, Hugging Face), as in Qwen2-VL.
+
+A video of ``F`` frames (temporal patches after merging) of ``H x W`` patches
+at ``n`` counts its frames on the time axis: frame ``f`` has ``t = n + f``
+(Qwen2-VL), or, with Qwen2.5-VL's time-tied ids, ``t = n + floor(f * r * s)``
+for ``r`` = ``tokens_per_second`` and ``s`` the seconds one frame spans
+(transformers' ``second_per_grid_ts``), so that the temporal id counts time,
+not frames. Text after a video resumes at ``n + max(H, W)`` as in
+transformers' ``get_rope_index``; Qwen's released code resumed one past the
+largest id on any axis (``text_resumes="past_max"``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import torch
 
@@ -46,39 +56,122 @@ def check_sections(sections: Sequence[int], head_dim: int) -> tuple[int, int, in
     return sections
 
 
-def mrope_position_ids(segments: Sequence[tuple[str, object]]) -> torch.Tensor:
-    """The ``(3, T)`` positions (time, height, width) of a sequence of text and images.
+def _grid(size, kind: str, axes: tuple[str, ...]) -> tuple[int, ...]:
+    # (rows, columns) of an image or (frames, rows, columns) of a video
+    if not (isinstance(size, tuple) and len(size) == len(axes)):
+        raise ValueError(
+            f"a{'n' if kind == 'image' else ''} {kind} segment needs "
+            f"({', '.join(axes)}), got {size!r}"
+        )
+    return tuple(
+        require_positive_int(n, f"a{'n' if kind == 'image' else ''} {kind}'s {axis}")
+        for n, axis in zip(size, axes)
+    )
+
+
+def mrope_position_ids(
+    segments: Sequence[tuple[str, object]],
+    *,
+    tokens_per_second: float | None = None,
+    seconds_per_frame: Sequence[float] | None = None,
+    text_resumes: Literal["spatial", "past_max"] = "spatial",
+) -> torch.Tensor:
+    """The ``(3, T)`` positions (time, height, width) of text, images and videos.
 
     ``segments`` lists the parts in order: ``("text", n)`` for ``n`` text
     tokens, ``("image", (rows, columns))`` for an image of that many patches
-    (after any merging), read row by row. Text counts on from where the last
-    part ended: one past the previous text token, or ``n + max(rows, columns)``
-    after an image placed at ``n``.
+    (after any merging), read row by row, and ``("video", (frames, rows,
+    columns))`` for a video, read frame by frame. A part placed at ``n`` has
+    ``h = n + row`` and ``w = n + column``; an image has ``t = n``, a video's
+    frame ``f`` has ``t = n + f`` (Qwen2-VL's ``get_rope_index`` with
+    ``video_grid_thw``). With ``tokens_per_second = r`` (Qwen2.5-VL's time-tied
+    ids) frame ``f`` of the ``v``-th video gets ``t = n + floor(f * r * s_v)``
+    instead, ``s_v = seconds_per_frame[v]`` the seconds a frame spans (one per
+    video, default 1 each, as transformers' ``second_per_grid_ts``; a frame
+    is one temporal patch, 2 video frames in Qwen), ``r * s_v`` and its
+    multiples in float32 as transformers computes them.
+
+    Text counts on from where the last part ended: one past the previous text
+    token, or, after an image or video at ``n``, ``n + max(rows, columns)``
+    (``text_resumes="spatial"``, transformers' rule) or one past the largest id
+    of the part on any axis (``"past_max"``, the rule of Qwen's released code,
+    which differs only after a video whose time ids reach past its rows and
+    columns).
     """
+    if text_resumes not in ("spatial", "past_max"):
+        raise ValueError(
+            f"text_resumes must be 'spatial' (transformers) or 'past_max' (Qwen's "
+            f"released code), got {text_resumes!r}"
+        )
+    segments = list(segments)
+    videos = sum(1 for kind, _ in segments if kind == "video")
+    intervals = _video_intervals(tokens_per_second, seconds_per_frame, videos)
     parts, start = [], 0
     for kind, size in segments:
         if kind == "text":
             n = require_positive_int(size, "a text segment's length")
             parts.append(torch.arange(start, start + n).expand(3, n))
             start += n
-        elif kind == "image":
-            if not (isinstance(size, tuple) and len(size) == 2):
-                raise ValueError(
-                    f"an image segment needs (rows, columns), got {size!r}"
-                )
-            rows = require_positive_int(size[0], "an image's rows")
-            columns = require_positive_int(size[1], "an image's columns")
-            row, column = torch.meshgrid(
-                torch.arange(rows), torch.arange(columns), indexing="ij"
-            )
-            time = torch.zeros(rows * columns, dtype=torch.long)
-            parts.append(start + torch.stack([time, row.flatten(), column.flatten()]))
+            continue
+        if kind == "image":
+            frames, (rows, columns) = 1, _grid(size, kind, ("rows", "columns"))
+            time = torch.zeros(1, dtype=torch.long)
+        elif kind == "video":
+            frames, rows, columns = _grid(size, kind, ("frames", "rows", "columns"))
+            # t = f (Qwen2-VL) or floor(f r s) in float32 (Qwen2.5-VL)
+            interval = intervals.pop(0)
+            time = torch.arange(frames)
+            if interval is not None:
+                time = (time * interval).long()
+        else:
+            raise ValueError(f"a segment is 'text', 'image' or 'video', got {kind!r}")
+        # (3, frames, rows, columns), read frame by frame, row by row
+        t, h, w = torch.meshgrid(
+            time, torch.arange(rows), torch.arange(columns), indexing="ij"
+        )
+        ids = start + torch.stack([t, h, w]).reshape(3, frames * rows * columns)
+        parts.append(ids)
+        if text_resumes == "spatial":
             start += max(rows, columns)
         else:
-            raise ValueError(f"a segment is 'text' or 'image', got {kind!r}")
+            start = int(ids.max()) + 1
     if not parts:
         raise ValueError("give at least one segment")
     return torch.cat(parts, dim=1)
+
+
+def _video_intervals(tokens_per_second, seconds_per_frame, videos) -> list:
+    # the time-id step of each video: None for Qwen2-VL's frame index,
+    # r * s_v for Qwen2.5-VL's time-tied ids
+    if tokens_per_second is None:
+        if seconds_per_frame is not None:
+            raise ValueError(
+                "seconds_per_frame ties time ids to seconds only with "
+                "tokens_per_second (Qwen2.5-VL: 2); give both, or neither for "
+                "Qwen2-VL's frame index"
+            )
+        return [None] * videos
+    if isinstance(tokens_per_second, bool) or not (
+        isinstance(tokens_per_second, (int, float)) and tokens_per_second > 0
+    ):
+        raise ValueError(
+            f"tokens_per_second must be a positive number (time ids per second; "
+            f"Qwen2.5-VL uses 2), got {tokens_per_second!r}"
+        )
+    seconds = [1.0] * videos if seconds_per_frame is None else list(seconds_per_frame)
+    if len(seconds) != videos:
+        raise ValueError(
+            f"seconds_per_frame has {len(seconds)} values but there are {videos} "
+            "videos; give one per video, in order"
+        )
+    for s in seconds:
+        if isinstance(s, bool) or not (isinstance(s, (int, float)) and s > 0):
+            raise ValueError(
+                f"seconds_per_frame must be positive numbers (the seconds a frame "
+                f"spans, e.g. 2 frames per patch / 2 fps = 1.0), got {s!r}"
+            )
+    # r * s_v in float32, as transformers multiplies the float32 tensor it gets
+    return [torch.tensor(s, dtype=torch.float32) * tokens_per_second for s in seconds]
 
 
 def mrope_cos_sin(
