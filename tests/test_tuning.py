@@ -83,3 +83,27 @@ def test_records_of_other_budgets_or_the_same_setting_twice_are_refused():
         sweep_points(RATES, RATES)
     with pytest.raises(ValueError, match="give the tuning records"):
         sweep_points()
+
+
+@pytest.mark.parametrize("name", ["tuning"])
+def test_the_tuning_records_are_of_their_presets_as_they_stand(name):
+    """Chapter 9 chooses every scheme's rates from these records: a sweep changed
+    since its recording must be recorded again."""
+    from pe_tutorial.experiments import PRESETS, load_results
+    from pe_tutorial.lm.train import TrainConfig
+
+    record = load_results(name)
+    assert record is not None, (
+        f"record it: python -m pe_tutorial.experiments --preset {name} --jobs 2 --record"
+    )
+    preset, settings = PRESETS[name], record["settings"]
+    assert TrainConfig(**settings["train"]) == preset.train
+    assert {k: settings["model"][k] for k in preset.model} == preset.model
+    assert settings["sweep"] == {path: list(values) for path, values in preset.sweep}
+    points = sweep_points(record)
+    trained = {(p.scheme, p.learning_rate, p.position_lr_multiplier) for p in points}
+    rates = dict(preset.sweep)["train.learning_rate"]
+    multipliers = dict(preset.sweep).get("train.position_lr_multiplier", (1.0,))
+    assert trained == {
+        (s, r, m) for s in preset.schemes for r in rates for m in multipliers
+    }
