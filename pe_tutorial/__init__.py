@@ -74,12 +74,26 @@ from .encodings.absolute import (
     sinusoidal_shift_matrix,
 )
 from .encodings.alibi import ALiBiBias, alibi_bias, alibi_slopes
-from .encodings.diagnostics import mean_token_cosine, norm_ratio, trailing_ones
+from .encodings.diagnostics import (
+    cosine_similarity_matrix,
+    mean_token_cosine,
+    nearest_rows,
+    norm_ratio,
+    similarity_by_distance,
+    sinusoidal_distance,
+    sinusoidal_float32_error,
+    trailing_ones,
+)
 from .encodings.disentangled import DisentangledRelativeBias, deberta_log_bucket
 from .encodings.fire import FIREBias
 from .encodings.fused_rope import apply_rope_qk, rope_cos_sin
 from .encodings.mrope import apply_mrope, mrope_position_ids
 from .encodings.positions import relative_positions
+from .encodings.quantisation import (
+    fake_quantise,
+    quantised_rope_scores,
+    score_error_profiles,
+)
 from .encodings.random_positions import random_positions
 from .encodings.relative import (
     ContextualPositionBias,
@@ -141,6 +155,7 @@ from .pages.plots import (
     shift_arcs,
     use_book_style,
 )
+from .pages.records import learned_table_record
 
 __version__ = "0.1.0"
 
@@ -199,6 +214,7 @@ __all__ = [
     "ConvolutionLayer",
     "cope_positions",
     "CoPEScheme",
+    "cosine_similarity_matrix",
     "coupled_absorption_error",
     "deberta_log_bucket",
     "devices",
@@ -208,6 +224,7 @@ __all__ = [
     "encodings",
     "equivariance_gap",
     "experiments",
+    "fake_quantise",
     "find",
     "FIREBias",
     "flex_available",
@@ -224,6 +241,7 @@ __all__ = [
     "LatentAttention",
     "layer_frequencies",
     "layer_types",
+    "learned_table_record",
     "LearnedPositionalEmbedding",
     "length_curves",
     "line_plot",
@@ -238,6 +256,7 @@ __all__ = [
     "ModelConfig",
     "mrope_position_ids",
     "MultiHeadAttention",
+    "nearest_rows",
     "neighbour_distances",
     "NoPositionScheme",
     "norm_ratio",
@@ -253,6 +272,7 @@ __all__ = [
     "position_mean",
     "PositionScheme",
     "PRESETS",
+    "quantised_rope_scores",
     "random_positions",
     "random_windows",
     "rate_sweep",
@@ -272,6 +292,7 @@ __all__ = [
     "scaled_rope_frequencies",
     "SCALING_METHODS",
     "SCHEMES",
+    "score_error_profiles",
     "segment_files",
     "SelfAttention",
     "shaw_relative_indices",
@@ -280,8 +301,11 @@ __all__ = [
     "ShawRelativePosition",
     "ShawScheme",
     "shift_arcs",
+    "similarity_by_distance",
     "sinusoidal_at",
+    "sinusoidal_distance",
     "sinusoidal_encoding",
+    "sinusoidal_float32_error",
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",
     "SinusoidalPositionalEmbedding",
