@@ -60,7 +60,13 @@ from .attention.schemes import (
     ShawScheme,
     T5BiasScheme,
 )
-from .attention.temperature import attention_entropies, llama4_query_scale
+from .attention.temperature import (
+    QKNorm,
+    attention_entropies,
+    llama4_query_scale,
+    logn_query_scale,
+    rms_normalize,
+)
 from .encodings import symbolic
 from .encodings.absolute import (
     LearnedPositionalEmbedding,
@@ -125,13 +131,17 @@ from .encodings.rope_bands import p_rope_frequencies, rope_wavelengths, slow_pai
 from .encodings.rope_mixed import MixedRoPE2d
 from .encodings.rope_scaling import (
     SCALING_METHODS,
+    LongRopeScaling,
     RopeScaling,
+    longrope_attention_factor,
+    longrope_frequencies,
     scaled_rope_frequencies,
 )
 from .encodings.rope_triton import triton_status
 from .encodings.xpos import apply_xpos, xpos_decay
 from .lm.data import random_windows, segment_files, stdlib_corpus
 from .lm.findings import (
+    bootstrap_interval,
     compare,
     find,
     glue_gap,
@@ -139,12 +149,15 @@ from .lm.findings import (
     mean_at,
     paired_change,
     position_mean,
+    scheme_rate,
+    segment_interval,
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
 from .lm.train import bits_per_byte, train
 from .pages.glue import glue, have_myst_nb
 from .pages.plots import (
+    SCHEME_COLOURS,
     heatmap,
     length_curves,
     line_plot,
@@ -153,6 +166,7 @@ from .pages.plots import (
     rate_sweep,
     rope_scaling_ratios,
     shift_arcs,
+    sweep_grid,
     use_book_style,
 )
 from .pages.records import learned_table_record
@@ -206,6 +220,7 @@ __all__ = [
     "benchmarks",
     "binary_encoding",
     "bits_per_byte",
+    "bootstrap_interval",
     "ByteTransformer",
     "causal_mask",
     "compare",
@@ -250,6 +265,10 @@ __all__ = [
     "lm",
     "load_results",
     "LocalAttentionScheme",
+    "logn_query_scale",
+    "longrope_attention_factor",
+    "longrope_frequencies",
+    "LongRopeScaling",
     "mean_at",
     "mean_token_cosine",
     "MixedRoPE2d",
@@ -272,12 +291,14 @@ __all__ = [
     "position_mean",
     "PositionScheme",
     "PRESETS",
+    "QKNorm",
     "quantised_rope_scores",
     "random_positions",
     "random_windows",
     "rate_sweep",
     "RecurrentLayer",
     "relative_positions",
+    "rms_normalize",
     "rope_angles",
     "rope_cos_sin",
     "rope_decay_curve",
@@ -291,9 +312,12 @@ __all__ = [
     "run_experiments",
     "scaled_rope_frequencies",
     "SCALING_METHODS",
+    "SCHEME_COLOURS",
+    "scheme_rate",
     "SCHEMES",
     "score_error_profiles",
     "segment_files",
+    "segment_interval",
     "SelfAttention",
     "shaw_relative_indices",
     "shaw_relative_scores",
@@ -313,6 +337,7 @@ __all__ = [
     "slow_pairs",
     "stdlib_corpus",
     "summarise",
+    "sweep_grid",
     "symbolic",
     "t5_relative_position_bucket",
     "t5_untrained_share",
