@@ -1,4 +1,8 @@
-"""The timing suites: one per chapter, plus ``rope`` and ``attention_bias`` (chapter 10).
+"""The timing suites: one per chapter, and chapter 10's on RoPE and attention biases.
+
+Chapter 10's: ``rope``, ``rope_in_cache``, ``rope_decode`` (one token per
+sequence, written into the KV cache), ``attention_bias``, and forward plus
+backward, ``rope_backward`` and ``attention_backward``.
 
 A chapter's timing cell is one call::
 
@@ -21,7 +25,14 @@ with a copy of its own bytes (``timing``, whose ``ratio_text`` and
 
 from __future__ import annotations
 
-from . import attention_bias, chapters, roofline, rope  # noqa: F401  (register the suites)
+from . import (  # noqa: F401  (register the suites)
+    attention_bias,
+    backward,
+    chapters,
+    decode,
+    roofline,
+    rope,
+)
 from ._core import (
     SUITES,
     Plan,

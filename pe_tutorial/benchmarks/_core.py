@@ -91,6 +91,45 @@ class Suite:
 SUITES: dict[str, Suite] = {}
 
 
+def compile_counts() -> tuple[int, int, int]:
+    """``(graphs, hits, misses)``: graphs torch.compile has built in this process, and
+    the hits and misses of inductor's on-disk cache of compiled graphs so far."""
+    from torch._dynamo.utils import counters
+
+    inductor = counters["inductor"]
+    return (
+        counters["stats"]["unique_graphs"],
+        inductor["fxgraph_cache_hit"],
+        inductor["fxgraph_cache_miss"],
+    )
+
+
+def compile_note(name: str, seconds: float, before: tuple[int, int, int]) -> str:
+    """The note for a compiled row: its compile time, marked cold or warm.
+
+    ``before`` is ``compile_counts()`` taken just before compiling. Cold: the
+    first graph torch.compile built in this process, which also pays for
+    importing and starting the compiler (seconds on a CPU); warm: others were
+    built before, and only this graph's own work is left. Inductor's on-disk
+    cache (hits and misses) says whether the code itself was built or
+    loaded, which depends on earlier processes on this machine.
+    """
+    graphs, hits, misses = compile_counts()
+    if graphs == before[0]:
+        state = "already compiled in this process: no graph built"
+    elif before[0] == 0:
+        state = "cold: the first compile in this process"
+    else:
+        state = f"warm: {before[0]} graph(s) compiled before it in this process"
+    cache = []
+    if hits > before[1]:
+        cache.append(f"{hits - before[1]} loaded from inductor's disk cache")
+    if misses > before[2]:
+        cache.append(f"{misses - before[2]} built afresh")
+    detail = f"{state}; {', '.join(cache)}" if cache else state
+    return f"{name}: compiling took {seconds:.1f} s ({detail}), not in its row"
+
+
 def register(suite: Suite) -> Suite:
     if suite.name in SUITES:
         raise ValueError(f"a suite named {suite.name!r} is already registered")

@@ -9,7 +9,8 @@ times reported apart). What a bias costs is read like with like: each biased
 row over the same kernel's row without a bias (``bias_costs``); a compiled
 kernel against an eager one says what compiling buys, not what the bias
 costs. Every row is checked against the naive kernel on the same inputs
-before it is timed.
+before it is timed, and one call of each is measured for the most memory it
+holds (``peak MiB``; ``memory.peak_memory``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from ..attention.schemes import ALiBiScheme, T5BiasScheme
 from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import T5RelativeBias
 from . import timing as bench
-from ._core import Plan, Suite, WrongResult, register
+from ._core import Plan, Suite, WrongResult, compile_counts, compile_note, register
 from .chapters import attention_shape
-from .timing import Case
+from .timing import Case, with_peak_memory
 
 REFERENCE = "SDPA, causal mask only"
 # the issue's target, at the shape it names: Flex with ALiBi at >= 0.85x SDPA's speed
@@ -88,14 +89,12 @@ def attention_bias_suite(
             )
         if compiled and flex_compile_available(device):
             for label, scheme in (("no bias", None), ("ALiBi", alibi), ("T5", t5)):
+                before = compile_counts()
                 with torch.no_grad():
                     seconds = compile_flex(
                         q, k, v, scheme, causal=True, block_mask=blocks
                     )
-                notes.append(
-                    f"compiled Flex, {label}: compiling took {seconds:.1f} s, "
-                    "not in its row"
-                )
+                notes.append(compile_note(f"compiled Flex, {label}", seconds, before))
                 calls[f"Flex compiled, {label}"] = lambda scheme=scheme: attend(
                     q,
                     k,
@@ -131,6 +130,7 @@ def attention_bias_suite(
                 f"difference {difference:.3g}); fix that path, or remove it from the suite"
             )
         cases.append(Case(name, fn, shapes, dtype_name))
+    notes += with_peak_memory(cases, device)
     return Plan(
         cases,
         notes=notes,

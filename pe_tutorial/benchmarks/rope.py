@@ -5,7 +5,8 @@ where it is small enough), ``apply_rope`` on q then k, the fused eager path
 (q and k together, cos and sin once), the same in place, the compiled path and
 the Triton kernel (on CUDA), then the peers (``peers.PEERS``) that are
 installed, and copies of the same bytes. Every row is checked against
-``apply_rope`` before it is timed.
+``apply_rope`` before it is timed, and one call of each is measured for the
+most memory it holds (``peak MiB``; ``memory.peak_memory``).
 
 Bytes moved by one call: q and k read and written, plus the cos and sin
 tables read once: ``4 * q.nbytes + T * R * 4``.
@@ -20,8 +21,8 @@ import torch
 from ..encodings import fused_rope, rope_triton
 from ..encodings.rope import apply_rope, apply_rope_matrix
 from . import peers
-from ._core import Plan, Suite, WrongResult, register
-from .timing import Case
+from ._core import Plan, Suite, WrongResult, compile_counts, compile_note, register
+from .timing import Case, with_peak_memory
 
 # the dense matrix per token is skipped above this many multiply-adds per call
 _MATRIX_LIMIT = 2**28
@@ -149,6 +150,7 @@ def _compiled_cases(x: _Inputs, notes: list[str]) -> list[Case]:
         ("into given outputs", (torch.empty_like(q), torch.empty_like(k))),
     ):
         name = f"compiled, {label}"
+        before = compile_counts()
         try:
             fast, seconds = fused_rope.compile_rope_qk(q, k, cos_sin=cos_sin, out=out)
         except RuntimeError as error:
@@ -159,7 +161,7 @@ def _compiled_cases(x: _Inputs, notes: list[str]) -> list[Case]:
                 name, lambda fast=fast: fast(q, k, cos_sin=cos_sin), x.expected, q.dtype
             )
         )
-        notes.append(f"{name}: compiling took {seconds:.1f} s, not in its row")
+        notes.append(compile_note(name, seconds, before))
     return cases
 
 
@@ -236,6 +238,7 @@ def rope_suite(
         case.shapes = {"q, k": list(shape)}
         case.dtype = dtype_name
         case.bytes_moved = nbytes
+    notes += with_peak_memory(cases, device)
     return Plan(cases, notes=notes, settings={"shape": list(shape), "base": base})
 
 

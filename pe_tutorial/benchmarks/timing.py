@@ -13,7 +13,9 @@ same number of bytes** timed in the same rounds: a copy reads and writes each
 byte once, the practical limit of memory-bound work, so ``x copy`` (median over
 the copy's median) says how far from that limit a kernel is. Ratios measured in
 one run are stable where absolute times are not. A row whose interquartile
-range is wider than ``NOISY_SPREAD`` of its median is marked as noisy.
+range is wider than ``NOISY_SPREAD`` of its median is marked as noisy. A
+case may also carry ``peak_bytes``, the most memory one call held above what
+was allocated before it (``memory.peak_memory``), shown as a column of MiB.
 
 Chapter 10 explains the method; ``pe_tutorial.benchmarks`` holds the suites.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import statistics
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +43,7 @@ from ..devices import (
     peak_bandwidth,
     synchronize,
 )
-from ..memory import tensors_written
+from ..memory import PEAK_METHOD, peak_memory, tensors_written
 
 __all__ = [
     "NOISY_SPREAD",
@@ -64,6 +67,7 @@ __all__ = [
     "format_bytes",
     "format_table",
     "tensors_written",
+    "with_peak_memory",
 ]
 
 # A row whose interquartile range exceeds this fraction of its median is marked.
@@ -83,6 +87,8 @@ class Case:
 
     ``bytes_moved`` is what one call reads plus what it writes, counted from
     the tensors it must touch (not what an implementation happens to allocate).
+    ``peak_bytes`` is the most memory one call held above what was allocated
+    before it, outputs included (``with_peak_memory``), where measured.
     """
 
     name: str
@@ -91,6 +97,7 @@ class Case:
     dtype: str | None = None
     bytes_moved: int | None = None
     is_copy: bool = False
+    peak_bytes: int | None = None
 
 
 @dataclass
@@ -101,7 +108,8 @@ class Timing:
     calls in a row where single calls disagreed too much (``measure``).
 
     ``copy_ms`` is the median time of a copy moving the same bytes, timed in
-    the same run (None when the row has no byte count).
+    the same run (None when the row has no byte count). ``peak_bytes``: the
+    case's, if it was measured (``Case``).
     """
 
     name: str
@@ -113,6 +121,7 @@ class Timing:
     is_copy: bool = False
     # each of times_ms is the mean of this many calls in a row (bench.measure)
     calls_per_sample: int = 1
+    peak_bytes: int | None = None
 
     @property
     def median_ms(self) -> float:
@@ -243,6 +252,21 @@ def copy_probe(device: torch.device | str, *, nbytes: int = PROBE_BYTES) -> floa
     return statistics.median(_time_once(case.fn, device) for _ in range(7))
 
 
+def with_peak_memory(cases: Sequence[Case], device: torch.device | str) -> list[str]:
+    """Measure each case's ``peak_bytes`` (``memory.peak_memory``, one call, untimed).
+
+    Returns the notes to print under the table: where the measure cannot run
+    here, one saying why (and the cases keep ``peak_bytes=None``).
+    """
+    device = torch.device(device)
+    for case in cases:
+        try:
+            case.peak_bytes = peak_memory(case.fn, device)
+        except RuntimeError as error:
+            return [f"peak memory: not measured, {error}"]
+    return []
+
+
 def _spread(times_ms: list[float]) -> float:
     """Interquartile range over the median of ``times_ms`` (``Timing.spread``)."""
     return Timing("", times_ms).spread
@@ -347,6 +371,7 @@ def measure(
             bytes_moved=case.bytes_moved,
             is_copy=case.is_copy,
             calls_per_sample=case_calls,
+            peak_bytes=case.peak_bytes,
         )
         for case, case_times, case_calls in zip(everything, times, calls)
     ]
@@ -418,6 +443,11 @@ def _shape_text(shapes: dict) -> str:
     return ", ".join(parts)
 
 
+def _mib(nbytes: int) -> str:
+    """Bytes as MiB with three significant digits or so: 0.250, 1.50, 64.0, 512."""
+    return _ms(nbytes / 2**20)
+
+
 def _ms(value: float) -> str:
     if value >= 100:
         return f"{value:.0f}"
@@ -442,7 +472,9 @@ def format_table(
     interquartile range in ms, achieved GB/s, the fraction of the GPU's
     data-sheet peak when known, and ``x copy`` (the ratio to a copy of the same
     bytes from the same run). With ``reference`` (a row's name), ``x ref`` is
-    each row's median over that row's. Noisy rows carry ``*``.
+    each row's median over that row's. Where rows measured their memory,
+    ``peak MiB`` is the most one call held above what was allocated before it
+    (the footer says how it was measured). Noisy rows carry ``*``.
     """
     timings = list(timings)
     if not timings:
@@ -454,6 +486,7 @@ def format_table(
     env = environment or {}
     header, show_dtype, show_shapes = _table_header(timings, env, title)
     layout = _Columns.choose(timings, env.get("peak_gb_s"), ref)
+    layout.device_type = str(env.get("device", "")).split(":")[0] or None
     rows = [layout.names]
     for t in timings:
         rows.append(layout.row(t))
@@ -511,6 +544,9 @@ class _Columns:
     peak: float | None
     copy: bool
     ref: Timing | None
+    memory: bool = False
+    # "cpu" or "cuda": how the memory column was measured (the footer says)
+    device_type: str | None = None
 
     @classmethod
     def choose(cls, timings: list[Timing], peak, ref: Timing | None) -> _Columns:
@@ -527,7 +563,10 @@ class _Columns:
             names.append("x copy")
         if ref is not None:
             names.append("x ref")
-        return cls(names, bandwidth, peak, copy, ref)
+        memory = any(t.peak_bytes is not None for t in timings)
+        if memory:
+            names.append("peak MiB")
+        return cls(names, bandwidth, peak, copy, ref, memory)
 
     def row(self, t: Timing) -> list[str]:
         q1, q3 = t.quartiles_ms
@@ -545,6 +584,8 @@ class _Columns:
             row.append("" if ratio is None else f"{ratio:.2f}")
         if self.ref is not None:
             row.append(f"{t.ratio_to(self.ref):.2f}")
+        if self.memory:
+            row.append("" if t.peak_bytes is None else _mib(t.peak_bytes))
         return row
 
     def footer(self, timings: list[Timing]) -> list[str]:
@@ -555,6 +596,14 @@ class _Columns:
             )
         if self.ref is not None:
             footer.append(f"x ref: median over that of {self.ref.name!r}")
+        if self.memory:
+            method = PEAK_METHOD.get(self.device_type or "")
+            text = (
+                "peak MiB: the most memory one call held above what was allocated "
+                "before it, outputs included"
+                + (f"; measured from {method}" if method else "")
+            )
+            footer += textwrap.wrap(text, width=88, subsequent_indent="  ")
         if any(t.noisy for t in timings):
             footer.append(
                 f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too "

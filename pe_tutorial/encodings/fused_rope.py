@@ -22,7 +22,11 @@ how many bytes each version moves (chapter 10):
   CPU, Triton on the GPU); ``compile_rope_qk`` reports the compile time apart
   from the run time;
 - ``pe_tutorial.encodings.rope_triton``: a hand-written Triton kernel that reads and
-  writes each element once, in place or not.
+  writes each element once, in place or not;
+- ``apply_rope_qk_to_cache``: decoding, the new tokens of a batch of sequences
+  at their own offsets, the rotated keys written into a preallocated KV cache
+  (``compiled_apply_rope_qk_to_cache``: each key rotated in the loop that
+  stores it into its row, as vLLM's and FlashInfer's fused kernels do).
 
 All of them return what ``apply_rope`` returns for ``q`` and for ``k``: the
 angles and the arithmetic are float32 whatever the dtype of ``q`` and ``k``,
@@ -41,11 +45,15 @@ from .._validation import require_even, require_integer_tensor, require_positive
 from .rope_core import (
     Pairing,
     angles_cos_sin,
+    check_pairing,
+    check_rotary_dim,
+    check_x,
     pair_views,
     pairs_axis,
     prepare_qk,
     rotate,
     rotate_into,
+    tensors_overlap,
 )
 
 __all__ = [
@@ -53,6 +61,8 @@ __all__ = [
     "apply_rope_qk",
     "compiled_apply_rope_qk",
     "compile_rope_qk",
+    "apply_rope_qk_to_cache",
+    "compiled_apply_rope_qk_to_cache",
 ]
 
 # Elements per slab of the eager in-place rotation on the CPU: a slab (256 KiB of
@@ -369,3 +379,197 @@ def compile_rope_qk(
     if q.device.type == "cuda":
         torch.cuda.synchronize(q.device)
     return fn, time.perf_counter() - start
+
+
+# ---------------------------------------------------------------------------
+# decoding: the new tokens rotated, their keys written into the KV cache
+# ---------------------------------------------------------------------------
+
+
+def _check_cache_write(q, k, k_cache, offsets, pairing, rotary_dim, check_offsets):
+    """Check the arguments of ``apply_rope_qk_to_cache``; return pairing, rotary_dim."""
+    for name, x in (("q", q), ("k", k), ("k_cache", k_cache)):
+        check_x(x, name)
+        if x.ndim != 4:
+            raise ValueError(
+                f"{name} must be 4-D, (batch, heads, seq, head_dim), got shape "
+                f"{tuple(x.shape)}"
+            )
+    batch, kv_heads, new, head_dim = k.shape
+    if q.shape[0] != batch or q.shape[2] != new or q.shape[3] != head_dim:
+        raise ValueError(
+            f"q {tuple(q.shape)} and k {tuple(k.shape)} must share batch, seq (the "
+            "new tokens) and head_dim; only their numbers of heads may differ"
+        )
+    want = (batch, kv_heads, head_dim, k.dtype, k.device)
+    got = (*k_cache.shape[:2], k_cache.shape[3], k_cache.dtype, k_cache.device)
+    if got != want:
+        raise ValueError(
+            "k_cache must be (batch, kv_heads, max_len, head_dim) with k's batch, "
+            f"heads, head_dim, dtype and device, {want}; got shape "
+            f"{tuple(k_cache.shape)}, {k_cache.dtype} on {k_cache.device}"
+        )
+    if q.device != k.device:
+        raise ValueError(f"q is on {q.device} but k is on {k.device}")
+    require_integer_tensor(offsets, "offsets")
+    if offsets.shape != (batch,) or offsets.device != k.device:
+        raise ValueError(
+            f"offsets must be one integer per sequence, shape ({batch},), on "
+            f"{k.device}; got shape {tuple(offsets.shape)} on {offsets.device}"
+        )
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+        raise ValueError(
+            "apply_rope_qk_to_cache writes into the cache, for decoding; run it "
+            "under torch.no_grad() (training rotates with apply_rope_qk)"
+        )
+    if tensors_overlap(k_cache, k) or tensors_overlap(k_cache, q):
+        raise ValueError(
+            "k_cache shares memory with q or k; give the new tokens' q and k "
+            "apart from the cache they are written into"
+        )
+    if check_offsets:
+        max_len = k_cache.shape[2]
+        # one device synchronisation on a GPU (check_offsets=False skips it)
+        if bool(((offsets < 0) | (offsets > max_len - new)).any()):
+            raise ValueError(
+                f"every offset must lie in 0 .. max_len - new = {max_len - new}, so "
+                f"that the {new} new token(s) fit the cache; got {offsets.tolist()}"
+            )
+    return check_pairing(pairing), check_rotary_dim(head_dim, rotary_dim)
+
+
+def _cache_positions(offsets: torch.Tensor, new: int) -> torch.Tensor:
+    """``(B, new)``: token t of sequence b sits at ``offsets[b] + t``, its RoPE
+    position and its row of the cache."""
+    return offsets[:, None] + torch.arange(new, device=offsets.device)
+
+
+def _write_rows(k_cache: torch.Tensor, k_rot: torch.Tensor, positions) -> None:
+    """``k_cache[b, :, positions[b, t]] = k_rot[b, :, t]`` for every b and t."""
+    batch = torch.arange(k_rot.shape[0], device=k_rot.device)[:, None]  # (B, 1)
+    # both sides as (B, new, H, D): the indexed dimensions first
+    k_cache.transpose(1, 2)[batch, positions] = k_rot.transpose(1, 2)
+
+
+def apply_rope_qk_to_cache(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    k_cache: torch.Tensor,
+    offsets: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+    rotary_dim: int | None = None,
+    check_offsets: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate the new tokens' q and k and write the keys into the KV cache (chapter 10).
+
+    Decoding a batch of sequences of different lengths: sequence ``b`` has
+    ``offsets[b]`` tokens in its cache, and its new tokens (one each, when
+    decoding a token at a time) sit at positions ``offsets[b], offsets[b] + 1,
+    ...``, which are both their RoPE positions and their rows of the cache::
+
+        k_cache[b, :, offsets[b] + t] = RoPE(k[b, :, t], offsets[b] + t)
+        q_rot[b, :, t] = RoPE(q[b, :, t], offsets[b] + t)
+
+    Args:
+        q: ``(batch, heads, new, head_dim)``, the new tokens' queries.
+        k: ``(batch, kv_heads, new, head_dim)``, their keys (kv_heads may
+            differ from heads, as with grouped-query attention).
+        k_cache: ``(batch, kv_heads, max_len, head_dim)``, preallocated, k's
+            dtype and device; written in place, no other row touched.
+        offsets: ``(batch,)`` integers on k's device, each in
+            ``0 .. max_len - new``.
+        base, pairing, rotary_dim: as for ``apply_rope``.
+        check_offsets: check that every offset fits the cache (costs one
+            device synchronisation on a GPU; a decoding loop that knows its
+            lengths fit passes False).
+
+    Returns ``(q_rot, k_cache)``. Eagerly the keys are rotated into a buffer
+    of k's size and then scattered into the cache (two passes over the new
+    keys, with cos and sin computed once for q and k);
+    ``compiled_apply_rope_qk_to_cache`` rotates each key in the loop that
+    stores it into its row. For inference only (under
+    ``torch.no_grad()``). The values cached for the new tokens, ``v``, are
+    not rotated: write them with ``v_cache[b, :, offsets[b] + t] = v[b, :, t]``.
+    """
+    pairing, rotary_dim = _check_cache_write(
+        q, k, k_cache, offsets, pairing, rotary_dim, check_offsets
+    )
+    positions = _cache_positions(offsets, k.shape[2])
+    # (B, 1, new, R/2): the same angles for every head of q and of k
+    cos, sin = angles_cos_sin(positions[:, None], rotary_dim, base)
+    q_rot = rotate(q, cos, sin, pairing, rotary_dim)
+    _write_rows(k_cache, rotate(k, cos, sin, pairing, rotary_dim), positions)
+    return q_rot, k_cache
+
+
+def _rotate_into_cache(q, k, k_cache, positions, cos, sin, pairing, rotary_dim):
+    # traced by torch.compile: each pair along an axis of size 2 and rotated as
+    # one expression, y = x cos + flip(x) (-sin, sin) (as in _rotate_qk_into), so
+    # inductor computes each rotated key inside the loop that stores it into its
+    # cache row, with no buffer of k's size between (a cat of the two halves
+    # would be materialised first)
+    _, axis = pairs_axis(q, pairing, rotary_dim)
+    cos, signed_sin = cos.unsqueeze(axis), torch.stack([-sin, sin], axis)
+
+    def rotated(x):
+        pairs = pairs_axis(x, pairing, rotary_dim)[0].to(torch.float32)
+        y = (pairs * cos + pairs.flip(axis) * signed_sin).flatten(-2).to(x.dtype)
+        if rotary_dim < x.shape[-1]:
+            # partial rotary: the rest passes through
+            y = torch.cat((y, x[..., rotary_dim:]), dim=-1)
+        return y
+
+    _write_rows(k_cache, rotated(k), positions)
+    return rotated(q)
+
+
+@functools.cache
+def _compiled_cache_write() -> Callable:
+    """The torch.compile'd rotation and cache write, built on first use and reused."""
+    return torch.compile(_rotate_into_cache, dynamic=False)
+
+
+def compiled_apply_rope_qk_to_cache(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    k_cache: torch.Tensor,
+    offsets: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+    rotary_dim: int | None = None,
+    check_offsets: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``apply_rope_qk_to_cache`` compiled: one loop rotates and writes the cache.
+
+    Same arguments and results. The checks and the angles' cos and sin run
+    eagerly; TorchInductor compiles the rest into one kernel (C++ on the CPU,
+    Triton on a GPU) whose loop over the new keys rotates each and stores it
+    straight into its row of ``k_cache``, with no buffer of k's size between,
+    as vLLM's and FlashInfer's fused RoPE-and-cache kernels do (the rotated q
+    is written by a loop of its own). Built on the first call for each shape,
+    dtype and pairing (``dynamic=False``); the first call's time is the
+    compile time.
+
+    Raises ``RuntimeError`` naming the cause when torch.compile cannot build
+    the kernel here; ``apply_rope_qk_to_cache`` computes the same eagerly.
+    """
+    pairing, rotary_dim = _check_cache_write(
+        q, k, k_cache, offsets, pairing, rotary_dim, check_offsets
+    )
+    positions = _cache_positions(offsets, k.shape[2])
+    cos, sin = angles_cos_sin(positions[:, None], rotary_dim, base)
+    try:
+        compiled = _compiled_cache_write()
+    except RuntimeError as err:  # torch.compile itself unavailable (e.g. this Python)
+        raise RuntimeError(_cannot_compile(q.device, err)) from err
+    try:
+        args = (q, k, k_cache, positions, cos, sin, pairing, rotary_dim)
+        q_rot = compiled(*args)
+    except Exception as err:
+        if not _is_compile_error(err):
+            raise
+        raise RuntimeError(_cannot_compile(q.device, err)) from err
+    return q_rot, k_cache
