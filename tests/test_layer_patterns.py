@@ -378,3 +378,43 @@ def test_llama4s_scales_have_one_source():
     assert defaults["attn_scale"].default == temperature.LLAMA4_ATTN_SCALE == 0.1
     assert defaults["floor_scale"].default == temperature.LLAMA4_FLOOR_SCALE == 8192
     assert TemperedNoPEScheme(8).attn_scale == temperature.LLAMA4_ATTN_SCALE
+
+
+# --- issue 35: the Llama 4 pattern without its temperature, and with its QK-norm
+
+
+def test_the_temperature_can_be_switched_off_and_qk_norm_on():
+    """irope_temperature=False: the NoPE layer is plain NoPE (the ablation of
+    Llama 4's scale); irope_qk_norm=True: each RoPE layer's q and k are rotated,
+    then scaled to root mean square 1 per head (Llama4TextL2Norm after RoPE)."""
+    from pe_tutorial.attention.layer_patterns import QKNormedScheme
+    from pe_tutorial.attention.temperature import rms_normalize
+
+    plain = model("irope", global_every=3, local_window=8, irope_temperature=False)
+    assert isinstance(plain.blocks[2].attention.scheme, NoPositionScheme)
+    normed = model("irope", global_every=3, local_window=8, irope_qk_norm=True)
+    local = normed.blocks[0].attention.scheme
+    assert isinstance(local.inner, QKNormedScheme) and local.window == 8
+    # the same weights without the norm: the norm is all that differs
+    unnormed = model("irope", global_every=3, local_window=8)
+    unnormed.load_state_dict(normed.state_dict())
+    g = torch.Generator().manual_seed(0)
+    q, k = (
+        torch.randn(2, 4, 10, 16, generator=g),
+        torch.randn(2, 4, 10, 16, generator=g),
+    )
+    rotated = unnormed.blocks[0].attention.scheme.rotate(q, k)
+    got = local.rotate(q, k)
+    for a, b in zip(got, rotated, strict=True):
+        torch.testing.assert_close(a, rms_normalize(b, eps=1e-5))
+        torch.testing.assert_close(
+            a.pow(2).mean(-1), torch.ones(2, 4, 10), atol=1e-4, rtol=0
+        )
+    plain.load_state_dict(unnormed.state_dict())
+    tokens = torch.randint(0, 256, (1, 24), generator=g)
+    with torch.no_grad():
+        assert not torch.allclose(normed(tokens), unnormed(tokens))
+        # the scale is 1 up to position floor - 2 = 6, so the first 7 agree
+        tempered, untempered = unnormed(tokens), plain(tokens)
+        torch.testing.assert_close(tempered[:, :7], untempered[:, :7])
+        assert not torch.allclose(tempered[:, 7:], untempered[:, 7:])

@@ -35,15 +35,19 @@ from torch import nn
 from .._validation import require_positive_int
 from ..encodings.positions import query_positions
 from .local_global import check_window_kind, global_layers, window_overlay
-from .position_scheme import PositionScheme
+from .position_scheme import NoPositionScheme, PositionScheme
 from .schemes import RotaryScheme
-from .temperature import LLAMA4_ATTN_SCALE, llama4_query_scale
+from .temperature import LLAMA4_ATTN_SCALE, QKNorm, llama4_query_scale
+
+# Llama 4's QK-norm: weightless, eps its rms_norm_eps
+LLAMA4_QK_NORM_EPS = 1e-5
 
 __all__ = [
     "LLAMA4_ATTN_SCALE",  # defined in temperature, the rule in local_global: re-exported
     "global_layers",
     "LocalAttentionScheme",
     "TemperedNoPEScheme",
+    "QKNormedScheme",
     "llama4_layers",
     "gemma3_layers",
 ]
@@ -123,17 +127,63 @@ class TemperedNoPEScheme(PositionScheme):
         return f"floor_scale={self.floor_scale}, attn_scale={self.attn_scale}"
 
 
+class QKNormedScheme(PositionScheme):
+    """A layer's scheme with q and k normalized after its rotation (chapter 11).
+
+    ``rotate`` is the inner scheme's, then ``QKNorm`` on both, as Llama 4 does in
+    its RoPE layers (``Llama4TextL2Norm`` after RoPE: each head's q and k end
+    with root mean square 1); the inner scheme's bias and value term pass
+    through. Normalizing after the rotation leaves the rotation's relative
+    property intact, since a rotation keeps each vector's length.
+    """
+
+    def __init__(self, inner: PositionScheme, norm: QKNorm):
+        super().__init__()
+        if not isinstance(inner, PositionScheme) or not isinstance(norm, QKNorm):
+            raise ValueError(
+                "QKNormedScheme wraps a PositionScheme and a QKNorm, got "
+                f"{type(inner).__name__} and {type(norm).__name__}"
+            )
+        self.inner, self.norm = inner, norm
+        self.num_heads, self.head_dim = inner.num_heads, inner.head_dim
+        self.d_model, self.needs_weights = inner.d_model, inner.needs_weights
+
+    def rotate(self, q, k):
+        return self.norm(*self.inner.rotate(q, k))
+
+    def bias(self, q, k, *, causal):
+        return self.inner.bias(q, k, causal=causal)
+
+    def value_term(self, weights):
+        return self.inner.value_term(weights)
+
+
 def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:
     """Llama 4's layers for a ``ModelConfig``: RoPE (``rotary``, shared) in chunks of
     ``local_window``, and every ``global_every``-th layer NoPE over all keys, its
     queries scaled with the floor ``temperature_floor``; None puts the floor at
-    the chunk size, as Llama 4 does (8192 and 8192)."""
+    the chunk size, as Llama 4 does (8192 and 8192).
+
+    ``irope_temperature=False`` leaves the NoPE layers' queries unscaled (the
+    temperature's ablation); ``irope_qk_norm=True`` normalizes q and k after
+    RoPE in the RoPE layers, as Llama 4 does (``QKNormedScheme``)."""
     floor = config.temperature_floor
     floor = config.local_window if floor is None else floor
+
+    def rope_layer() -> PositionScheme:
+        scheme = RotaryScheme(rotary)
+        if config.irope_qk_norm:
+            norm = QKNorm(config.head_dim, eps=LLAMA4_QK_NORM_EPS, learned=False)
+            scheme = QKNormedScheme(scheme, norm)
+        return LocalAttentionScheme(scheme, config.local_window, "chunked")
+
+    def nope_layer() -> PositionScheme:
+        if config.irope_temperature:
+            return TemperedNoPEScheme(floor)
+        return NoPositionScheme()
+
     return [
-        TemperedNoPEScheme(floor)
-        if is_global
-        else LocalAttentionScheme(RotaryScheme(rotary), config.local_window, "chunked")
+        nope_layer() if is_global else rope_layer()
         for is_global in global_layers(config.num_layers, config.global_every)
     ]
 

@@ -83,13 +83,15 @@ class ModelConfig:
     the rows of CoPE's table; ``alibi_slope_scale`` multiplies ALiBi's slopes;
     ``deberta_terms`` DeBERTa's relative terms, ``"c2p+p2c"``, ``"c2p"`` or ``"p2c"``;
     ``rope_scaling`` a ``RopeScaling`` for RoPE.
-    Chapter 11's schemes read the last five: ``rope_fraction``, p-RoPE's
+    Chapter 11's schemes read the last seven: ``rope_fraction``, p-RoPE's
     share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
     how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
     the local layers' window or chunk; ``global_rope_base``, the global
     layers' base (Gemma 3's 1 000 000, ``local_global.GEMMA3_BASES``);
     ``temperature_floor``, the floor of the query scale in ``"irope"``'s NoPE
-    layers, None for the chunk size ``local_window`` (Llama 4's 8192 and 8192).
+    layers, None for the chunk size ``local_window`` (Llama 4's 8192 and 8192);
+    ``irope_temperature`` switches that scale (off: its ablation) and
+    ``irope_qk_norm`` Llama 4's QK-norm after RoPE in ``"irope"``'s RoPE layers.
 
     Which fields a scheme reads is its registry ``options``: ``rope_scaling``
     and ``temperature_floor``, None unless set, are refused for a scheme that
@@ -117,6 +119,8 @@ class ModelConfig:
     local_window: int = 32
     global_rope_base: float = GEMMA3_BASES["full_attention"]
     temperature_floor: int | None = None
+    irope_temperature: bool = True
+    irope_qk_norm: bool = False
 
     def __post_init__(self):
         registered(self.scheme)  # an unknown name lists the registered ones

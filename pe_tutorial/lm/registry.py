@@ -372,6 +372,8 @@ register_scheme(
             "local_window",
             "global_every",
             "temperature_floor",
+            "irope_temperature",
+            "irope_qk_norm",
         ),
         studied=False,
     )
