@@ -278,6 +278,14 @@ def test_passkey_accuracy_by_length_and_depth(tiny_results):
         assert run["by_depth"]["12"]["0.0"] <= min(digits)
     assert entries["learned"]["summary"]["24"] is None
     assert all(run["digits"]["24"] is None for run in entries["learned"]["runs"])
+    # a learning curve of whole-key accuracy at the task's length; its last point
+    # is the final score there, read on the same batches
+    for entry in entries.values():
+        for run in entry["runs"]:
+            curve = run["curve"]
+            assert curve["steps"][-1] == TINY.passkey["steps"]
+            assert curve["accuracy"][-1] == run["accuracy"]["12"]
+        assert entry["curve"]["n"] == [len(TINY.seeds)] * len(entry["curve"]["steps"])
     stages = [(e["method"], e["stage"]) for e in tiny_results["passkey_extension"]]
     assert stages == [(e["method"], e["stage"]) for e in tiny_results["rope_extension"]]
     assert [r["variant"] for r in summarise(tiny_results, "passkey")] == list(entries)

@@ -250,22 +250,32 @@ def record(
     }
 
 
-def curve_summary(runs: list[dict]) -> dict | None:
+def curve_summary(runs: list[dict], key: str = "bpb") -> dict | None:
     """The learning curves of an entry's runs, per point: ``{"steps", "mean", "std", "n"}``.
 
-    Runs without a curve (recorded before curves were) are left out, and so is
-    one read at other steps than the first; None when no run has a curve.
+    ``key`` names the curve's values (``"bpb"`` for a language model,
+    ``"accuracy"`` for a passkey model). Runs without a curve (recorded before
+    curves were) are left out, and so is one read at other steps than the
+    first; None when no run has a curve.
     """
     curves = [run["curve"] for run in runs if run.get("curve")]
     if not curves:
         return None
     steps = curves[0]["steps"]
     curves = [curve for curve in curves if curve["steps"] == steps]
-    points = [summary([curve["bpb"][i] for curve in curves]) for i in range(len(steps))]
+    points = [summary([curve[key][i] for curve in curves]) for i in range(len(steps))]
     return {
         "steps": list(steps),
         **{name: [point[name] for point in points] for name in ("mean", "std", "n")},
     }
+
+
+def passkey_run(run: dict) -> dict:
+    """A passkey unit's run as the record holds it: its accuracy by length (mean
+    over depths) and by depth, and by digit and its learning curve where kept."""
+    by_depth = run["by_depth"]
+    kept = {key: run[key] for key in ("digits", "curve") if key in run}
+    return {"accuracy": mean_over_depths(by_depth), "by_depth": by_depth, **kept}
 
 
 def assemble(runner: Runner, units: dict[str, dict]) -> dict:
@@ -283,11 +293,6 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
 
     def with_depths(by_depth: dict) -> dict:
         return {"accuracy": mean_over_depths(by_depth), "by_depth": by_depth}
-
-    def passkey_run(run: dict) -> dict:
-        """A passkey run: its accuracy by length and depth, and by digit where kept."""
-        digits = {"digits": run["digits"]} if "digits" in run else {}
-        return {**with_depths(run["by_depth"]), **digits}
 
     sections = {name: [] for name in SECTIONS}
     for variant in runner.variants():
@@ -335,7 +340,11 @@ def assemble(runner: Runner, units: dict[str, dict]) -> dict:
             f"passkey/{scheme}/{{seed}}",
             lambda unit: passkey_run(unit["run"]),
         )
-        sections["passkey"].append(entry({"scheme": scheme}, runs, "accuracy"))
+        passkey_entry = entry({"scheme": scheme}, runs, "accuracy")
+        curve = curve_summary(runs, "accuracy")
+        if curve is not None:
+            passkey_entry["curve"] = curve
+        sections["passkey"].append(passkey_entry)
     if p.extensions and p.passkey and "rope" in p.schemes:
         for method, stage in runner.extensions.stages():
             name = f"{method or 'none'}/{stage}"

@@ -20,6 +20,7 @@ from ..lm.data import lookback_batch, passkey_batch
 from ..lm.model import ByteTransformer
 from ..lm.train import (
     TrainConfig,
+    curve_steps,
     length_error,
     lookback_accuracy,
     passkey_accuracy,
@@ -130,14 +131,19 @@ class TaskUnits:
         )
 
     def passkey_scores(
-        self, model: ByteTransformer, measure: Callable = passkey_accuracy
+        self,
+        model: ByteTransformer,
+        measure: Callable = passkey_accuracy,
+        lengths: list[int] | None = None,
     ) -> dict[str, dict]:
-        """``measure`` (whole-key accuracy) at each length and depth:
-        ``{length: {depth: value}}``, None for a length the model cannot read."""
+        """``measure`` (whole-key accuracy) at each length (default: each multiple
+        of the task's) and depth: ``{length: {depth: value}}``, None for a length
+        the model cannot read."""
         task = self.preset.passkey
+        if lengths is None:
+            lengths = [m * task["seq_len"] for m in self.preset.multiples]
         scores = {}
-        for m in self.preset.multiples:
-            n = m * task["seq_len"]
+        for n in lengths:
             if length_error(model, n) is not None:
                 scores[str(n)] = None
                 continue
@@ -166,6 +172,16 @@ class TaskUnits:
         def batches(generator, n=L, size=config.batch_size):
             return passkey_batch(size, n, generator, key_len=task["key_len"])
 
+        # the learning curve: whole-key accuracy at L (mean over the depths) after
+        # each of curve_points step counts, on the batches of the final score, so
+        # the last point is that score at L
+        curve = {"steps": curve_steps(config.steps, self.preset.curve_points)}
+        curve["accuracy"] = []
+
+        def score(model: ByteTransformer) -> None:
+            at_L = self.passkey_scores(model, lengths=[L])[str(L)]
+            curve["accuracy"].append(sum(at_L.values()) / len(at_L))
+
         train(
             model,
             batches,
@@ -173,6 +189,8 @@ class TaskUnits:
             device=self.device,
             progress=self.runner.progress,
             description=f"passkey {scheme} seed {seed}",
+            evaluate=score,
+            evaluate_at=curve["steps"],
         )
         by_depth = self.passkey_scores(model)
         self.runner.log(
@@ -182,6 +200,8 @@ class TaskUnits:
         # of the rest cannot fake (passkey_digit_accuracy)
         digits = self.passkey_scores(model, passkey_digit_accuracy)
         unit = {"run": {"seed": seed, "by_depth": by_depth, "digits": digits}}
+        if curve["steps"]:
+            unit["run"]["curve"] = curve
         if self.kind("passkey", scheme) is ROPE_PASSKEY:
             target = int(self.preset.extension_factor * L)
             tune = fine_tuning(config, target, self.preset.finetune_steps, seed)

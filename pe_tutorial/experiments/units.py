@@ -125,7 +125,7 @@ LEARNED_LANGUAGE_MODEL = UnitKind(
     True,
 )
 LOOKBACK = UnitKind("look-back", (*_MODEL, "multiples", "lookback"))
-PASSKEY = UnitKind("passkey", (*_MODEL, "multiples", "passkey"))
+PASSKEY = UnitKind("passkey", (*_MODEL, "multiples", "passkey", *_CURVE))
 ROPE_PASSKEY = UnitKind(
     "RoPE passkey, extended", (*PASSKEY.reads, *_FINE_TUNE, *_METHODS)
 )

@@ -26,7 +26,7 @@ from pathlib import Path
 from ..lm.findings import Gap, compare, mean_at, paired_change, scheme_rate, train_gap
 from .measures import mean_over_depths
 from .results import SECTIONS, entry, format_rows, summarise
-from .run import curve_summary
+from .run import curve_summary, passkey_run
 
 __all__ = ["ViewError", "main", "load", "assemble_units", "report", "write_figures"]
 
@@ -203,12 +203,13 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
             sections["lookback"].append(entry({"scheme": name}, runs, "accuracy"))
         elif task == "passkey":
             runs = [
-                _with_depths(
-                    r["run"]["seed"], r["run"]["by_depth"], r["run"].get("digits")
-                )
-                for r in results
+                {"seed": r["run"]["seed"], **passkey_run(r["run"])} for r in results
             ]
-            sections["passkey"].append(entry({"scheme": name}, runs, "accuracy"))
+            passkey = entry({"scheme": name}, runs, "accuracy")
+            curve = curve_summary(runs, "accuracy")
+            if curve is not None:
+                passkey["curve"] = curve
+            sections["passkey"].append(passkey)
             _readings(sections["passkey_extension"], results, "extension", "accuracy")
     seq_len = train.get("seq_len")
     metadata = header.get("metadata")
@@ -228,9 +229,8 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
     }
 
 
-def _with_depths(seed: int, by_depth: dict, digits: dict | None = None) -> dict:
-    run = {"seed": seed, "accuracy": mean_over_depths(by_depth), "by_depth": by_depth}
-    return run if digits is None else {**run, "digits": digits}
+def _with_depths(seed: int, by_depth: dict) -> dict:
+    return {"seed": seed, "accuracy": mean_over_depths(by_depth), "by_depth": by_depth}
 
 
 def _named(results: list[dict], field: str) -> dict[str, list[dict]]:
