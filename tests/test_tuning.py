@@ -85,7 +85,7 @@ def test_records_of_other_budgets_or_the_same_setting_twice_are_refused():
         sweep_points()
 
 
-@pytest.mark.parametrize("name", ["tuning"])
+@pytest.mark.parametrize("name", ["tuning", "tuning-position", "tuning-edge"])
 def test_the_tuning_records_are_of_their_presets_as_they_stand(name):
     """Chapter 9 chooses every scheme's rates from these records: a sweep changed
     since its recording must be recorded again."""
@@ -107,3 +107,20 @@ def test_the_tuning_records_are_of_their_presets_as_they_stand(name):
     assert trained == {
         (s, r, m) for s in preset.schemes for r in rates for m in multipliers
     }
+
+
+def test_the_tuned_preset_trains_each_scheme_at_its_sweeps_best():
+    """Chapter 9 ranks the schemes at the rates the sweeps chose: the tuned
+    preset's [tuned] table is what best_training reads from the three records
+    (learning rate, and the position parameters' rate where it is not 1), for
+    every scheme the preset trains."""
+    from pe_tutorial.experiments import PRESETS, load_results
+
+    records = [
+        load_results(name) for name in ("tuning", "tuning-position", "tuning-edge")
+    ]
+    assert all(records), "record the tuning sweeps first (README: --preset tuning)"
+    chosen = tuned_table(best_training(sweep_points(*records)))
+    preset = PRESETS["tuned"]
+    assert {s: dict(fields) for s, fields in preset.tuned} == chosen
+    assert set(preset.schemes) <= set(chosen)
