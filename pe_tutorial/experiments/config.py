@@ -272,19 +272,27 @@ def _model_table(where: str, value) -> dict:
     return model
 
 
-def _train_table(value) -> TrainConfig:
+def _train_fields(where: str, value, refused: dict[str, str]) -> dict:
+    """A table of ``TrainConfig`` fields, each converted; a field of ``refused``
+    is an error with its reason, as is any name TrainConfig does not have."""
     settings = {}
-    for key, item in _table("train", value).items():
-        if key == "seed":
-            raise ExperimentError(
-                "train.seed: each unit sets its own from seeds; list them there "
-                "(seeds = [0, 1, 2])"
-            )
+    for key, item in _table(where, value).items():
+        if key in refused:
+            raise ExperimentError(f"{where}.{key}: {refused[key]}")
         if key not in TRAIN_FIELDS:
-            raise _no_such("train.", key, "TrainConfig", TRAIN_FIELDS)
+            raise _no_such(f"{where}.", key, "TrainConfig", TRAIN_FIELDS)
+        sweep_hint = f"train.{key}" if where == "train" else ""
         settings[key] = _convert(
-            f"train.{key}", item, TRAIN_HINTS[key], sweep_hint=f"train.{key}"
+            f"{where}.{key}", item, TRAIN_HINTS[key], sweep_hint=sweep_hint
         )
+    return settings
+
+
+def _train_table(value) -> TrainConfig:
+    refused = {
+        "seed": "each unit sets its own from seeds; list them there (seeds = [0, 1, 2])"
+    }
+    settings = _train_fields("train", value, refused)
     try:
         return TrainConfig(**settings)
     except ValueError as error:
@@ -355,17 +363,13 @@ def _tuned(value, train: TrainConfig) -> tuple:
     for scheme, fields_ in _table("tuned", value).items():
         where = f"tuned.{scheme}"
         _check_schemes(where, (scheme,))
-        settings = {}
-        for key, item in _table(where, fields_).items():
-            if key in NOT_SWEPT["train"]:
-                raise ExperimentError(
-                    f"{where}.{key}: the same for every scheme of a run; set it in "
-                    "[train] (a scheme's own rates go here, such as learning_rate "
-                    "and position_lr_multiplier)"
-                )
-            if key not in TRAIN_FIELDS:
-                raise _no_such(f"{where}.", key, "TrainConfig", TRAIN_FIELDS)
-            settings[key] = _convert(f"{where}.{key}", item, TRAIN_HINTS[key])
+        shared = (
+            "the same for every scheme of a run; set it in [train] (a scheme's own "
+            "rates go here, such as learning_rate and position_lr_multiplier)"
+        )
+        settings = _train_fields(
+            where, fields_, dict.fromkeys(NOT_SWEPT["train"], shared)
+        )
         if not settings:
             raise ExperimentError(
                 f"{where}: empty; give the fields this scheme trains with, such as "
