@@ -2,7 +2,8 @@
 
 Chapter 10's: ``rope``, ``rope_in_cache``, ``rope_decode`` (one token per
 sequence, written into the KV cache), ``attention_bias``, and forward plus
-backward, ``rope_backward`` and ``attention_backward``.
+backward, ``rope_backward`` and ``attention_backward``; where a training
+step's time goes, ``train_step_profile`` (``torch.profiler``, by group).
 
 A chapter's timing cell is one call::
 
@@ -32,6 +33,7 @@ from . import (  # noqa: F401  (register the suites)
     decode,
     roofline,
     rope,
+    step_profile,
 )
 from ._core import (
     SUITES,
