@@ -93,7 +93,7 @@ def integer_tables(
             nbytes,
         ),
         Case(
-            "normalised, PE[p] = p / T",
+            "normalised, PE[p] = p / (T - 1)",
             lambda: integer_encoding(num_positions, dim, normalize=True, device=device),
             shapes,
             "float32",
@@ -382,6 +382,37 @@ def relative_attention(
     )
 
 
+def train_step_sizes(
+    device: torch.device, batch: int | None = None, seq_len: int | None = None
+) -> tuple[int, int]:
+    """``(batch, seq_len)`` of the ``train_step`` suite: (16, 64) on a CPU, (64, 256) on a GPU."""
+    default = (64, 256) if _on_gpu(device) else (16, 64)
+    batch = default[0] if batch is None else batch
+    return batch, default[1] if seq_len is None else seq_len
+
+
+def quick_model(scheme: str, seq_len: int, device: torch.device) -> nn.Module:
+    """Chapter 9's quick model (``QUICK_MODEL``) with ``scheme``, on ``device``."""
+    from ..lm.model import ByteTransformer, ModelConfig
+
+    config = ModelConfig(scheme=scheme, max_positions=seq_len, **QUICK_MODEL)
+    return ByteTransformer(config).to(device)
+
+
+def train_step_fn(model: nn.Module, tokens: torch.Tensor):
+    """One forward and backward pass of ``model`` on ``tokens`` (B, T + 1): next-byte
+    cross-entropy, gradients accumulated into ``.grad`` (no optimiser step)."""
+
+    def step():
+        logits = model(tokens[:, :-1])
+        loss = nn.functional.cross_entropy(
+            logits.flatten(0, 1), tokens[:, 1:].flatten()
+        )
+        loss.backward()
+
+    return step
+
+
 def train_step(
     device: torch.device,
     dtype: torch.dtype,
@@ -391,29 +422,21 @@ def train_step(
     schemes: tuple[str, ...] | None = None,
 ) -> Plan:
     """One forward and backward pass of chapter 9's quick model, per scheme (chapter 9)."""
-    from ..lm.model import SCHEMES, ByteTransformer, ModelConfig
+    from ..lm.model import SCHEMES
 
-    if batch is None or seq_len is None:
-        default = (64, 256) if _on_gpu(device) else (16, 64)
-        batch, seq_len = batch or default[0], seq_len or default[1]
+    batch, seq_len = train_step_sizes(device, batch, seq_len)
     schemes = tuple(SCHEMES) if schemes is None else schemes
     model_settings = dict(QUICK_MODEL)
     tokens = torch.randint(0, 256, (batch, seq_len + 1), device=device)
-    cases = []
-    for scheme in schemes:
-        config = ModelConfig(scheme=scheme, max_positions=seq_len, **model_settings)
-        model = ByteTransformer(config).to(device)
-
-        def step(model=model):
-            logits = model(tokens[:, :-1])
-            loss = nn.functional.cross_entropy(
-                logits.flatten(0, 1), tokens[:, 1:].flatten()
-            )
-            loss.backward()
-
-        cases.append(
-            Case(f"train step, {scheme}", step, {"tokens": [batch, seq_len]}, "float32")
+    cases = [
+        Case(
+            f"train step, {scheme}",
+            train_step_fn(quick_model(scheme, seq_len, device), tokens),
+            {"tokens": [batch, seq_len]},
+            "float32",
         )
+        for scheme in schemes
+    ]
     return Plan(
         cases,
         settings={"batch": batch, "seq_len": seq_len, "model": model_settings},
