@@ -35,6 +35,9 @@ TINY = replace(
     train_bytes=20_000,
     validation_bytes=5_000,
     schemes=("learned", "rope", "alibi"),
+    # two schemes at rates of their own: a run file's units each hold their own
+    # scheme's, and the viewer must join them
+    tuned=(("rope", (("learning_rate", 2e-3),)), ("alibi", (("learning_rate", 5e-3),))),
     post_norm_schemes=("alibi",),
     every_layer_schemes=(),
     learning_rate_schemes=("rope",),

@@ -149,16 +149,11 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
         task = key.split("/")[0]
         arguments = fingerprint["arguments"]
         read = fingerprint.get("preset", {})
-        for name in (
-            "train",
-            "model",
-            "lookback",
-            "passkey",
-            "extension_factor",
-            "tuned",
-        ):
+        for name in ("train", "model", "lookback", "passkey", "extension_factor"):
             if name in read:
                 settings.setdefault(name, read[name])
+        # a unit's fingerprint holds its own scheme's tuned fields only: join them
+        settings.setdefault("tuned", {}).update(read.get("tuned", {}))
         if "multiples" in read and task == "lm":
             settings.setdefault("multiples", read["multiples"])
         settings.setdefault("seeds", set()).add(arguments["seed"])
