@@ -151,6 +151,7 @@ from .lm.findings import (
     position_mean,
     scheme_rate,
     segment_interval,
+    spread_rule_rates,
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
@@ -318,6 +319,7 @@ __all__ = [
     "score_error_profiles",
     "segment_files",
     "segment_interval",
+    "spread_rule_rates",
     "SelfAttention",
     "shaw_relative_indices",
     "shaw_relative_scores",

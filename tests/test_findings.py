@@ -21,6 +21,7 @@ from pe_tutorial.lm.findings import (
     position_mean,
     scheme_rate,
     segment_interval,
+    spread_rule_rates,
     stats_at,
     train_gap,
 )
@@ -310,3 +311,49 @@ def test_segment_interval_reads_an_entry_s_segments_at_a_length():
         segment_interval({"runs": [{"bpb": {}}]}, 16)
     with pytest.raises(ValueError, match="could not read length 16"):
         segment_interval({"runs": [{"segment_bpb": {"16": None}}]}, 16)
+
+
+# ---------------------------------------------------------------------------
+# what the spread rule means: its false alarms and its power, by simulation
+# ---------------------------------------------------------------------------
+
+
+def test_two_seeds_false_alarm_matches_the_solid_angle():
+    """With two seeds a sample std is |x1 - x2| / sqrt(2), a |N(0, 1)|, and the mean
+    gap is N(0, 1) independent of both, so a false alarm is |Z0| > |Z1| + |Z2| for
+    three standard normals: by rotational symmetry the share of the sphere in that
+    double square cone, 2 * 4 arcsin(1/3) / (4 pi) = 0.2163."""
+    exact = 2 * math.asin(1 / 3) / math.pi
+    rate = spread_rule_rates(2, (0.0,), draws=200_000)[0.0]
+    assert rate == pytest.approx(exact, abs=0.004)
+
+
+def test_the_simulated_rule_is_the_rule_compare_applies():
+    """The same draws, put through compare() as entries of seeds: the same calls."""
+    seeds, draws, difference = 3, 300, 1.0
+    generator = np.random.default_rng(5)
+    a = generator.standard_normal((draws, seeds))
+    b = generator.standard_normal((draws, seeds))
+    called = 0
+    for row_a, row_b in zip(a + difference, b):
+        ea = entry("a", [(float(v), 0.0) for v in row_a])
+        eb = entry("b", [(float(v), 0.0) for v in row_b])
+        called += compare(ea, eb, 4).separated
+    rates = spread_rule_rates(seeds, (difference,), draws=draws, seed=5)
+    assert rates[difference] == called / draws
+
+
+def test_more_seeds_fewer_false_alarms_and_larger_gaps_seen_more_often():
+    rates = {n: spread_rule_rates(n, (0.0, 1.0, 3.0), draws=40_000) for n in (2, 3, 6)}
+    assert rates[2][0.0] > rates[3][0.0] > rates[6][0.0]
+    for by_gap in rates.values():
+        assert by_gap[0.0] < by_gap[1.0] < by_gap[3.0]
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [((1,), "two seeds or more"), ((3, (math.nan,)), "finite"), ((0,), "seeds")],
+)
+def test_the_rates_refuse_what_has_no_answer(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        spread_rule_rates(*arguments, draws=10)

@@ -51,6 +51,7 @@ __all__ = [
     "position_mean",
     "glue_gap",
     "mean_and_std",
+    "spread_rule_rates",
 ]
 
 
@@ -284,6 +285,47 @@ def position_mean(
         )
     means = [sum(curve[first:last]) / (last - first) for curve in curves]
     return sum(means) / len(means)
+
+
+def spread_rule_rates(
+    seeds: int,
+    differences: tuple[float, ...] = (0.0, 1.0, 2.0),
+    *,
+    draws: int = 100_000,
+    seed: int = 0,
+) -> dict[float, float]:
+    """How often the spread rule calls two schemes apart, by simulation (chapter 9).
+
+    Each of ``draws`` draws gives schemes A and B ``seeds`` runs each, every
+    run the scheme's true score plus independent normal noise of standard
+    deviation sigma = 1, with A's true score ``difference`` sigmas above B's.
+    The rule (``compare``, ``Gap.separated``) calls them apart when
+
+        |mean_A - mean_B| > std_A + std_B   (sample stds, n - 1).
+
+    Returns, per difference, the share of draws it does so: at 0 the rule's
+    false-alarm rate (a "beyond the seeds' spread" for two equal schemes), above
+    0 its power (how often it sees a real gap of that size). Normal noise of one
+    sigma for both schemes is the assumption; real seeds need not follow it.
+    """
+    seeds = require_positive_int(seeds, "seeds")
+    draws = require_positive_int(draws, "draws")
+    if seeds < 2:
+        raise ValueError(
+            "the rule needs two seeds or more per scheme (one seed has no spread to "
+            f"weigh), got seeds={seeds}"
+        )
+    generator = np.random.default_rng(seed)
+    a = generator.standard_normal((draws, seeds))
+    b = generator.standard_normal((draws, seeds))
+    spread = a.std(axis=1, ddof=1) + b.std(axis=1, ddof=1)
+    gap = a.mean(axis=1) - b.mean(axis=1)
+    rates = {}
+    for difference in differences:
+        if not math.isfinite(difference):
+            raise ValueError(f"a difference must be finite, got {difference!r}")
+        rates[float(difference)] = float((np.abs(gap + difference) > spread).mean())
+    return rates
 
 
 def glue_gap(name: str, a: dict, b: dict, length: int) -> Gap:
