@@ -160,6 +160,7 @@ from .pages.glue import glue, have_myst_nb
 from .pages.plots import (
     SCHEME_COLOURS,
     heatmap,
+    learning_curves,
     length_curves,
     line_plot,
     passkey_grids,
@@ -259,6 +260,7 @@ __all__ = [
     "layer_types",
     "learned_table_record",
     "LearnedPositionalEmbedding",
+    "learning_curves",
     "length_curves",
     "line_plot",
     "linear_attention",
