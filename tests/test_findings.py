@@ -117,6 +117,11 @@ def test_position_mean_averages_the_bins_then_the_seeds():
         position_mean(curve, 1, 4, 2)
     with pytest.raises(ValueError, match="covers 8 positions, not 10"):
         position_mean(curve, 0, 10, 2)
+    # the context gain by position, read the same way; a run without it is an error
+    gains = {"runs": [{"position_gain": [0.0, 0.0, 0.5, 1.5]}]}
+    assert position_mean(gains, 4, 8, 2, key="position_gain") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="keep no 'position_gain'"):
+        position_mean(curve, 0, 4, 2, key="position_gain")
 
 
 def test_language_entry_defaults_to_the_plain_variant():

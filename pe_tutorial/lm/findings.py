@@ -262,20 +262,31 @@ def mean_and_std(values: list[float]) -> tuple[float, float]:
 
 
 def position_mean(
-    entry: dict, start: int, stop: int, position_bin: int
+    entry: dict,
+    start: int,
+    stop: int,
+    position_bin: int,
+    key: str = "position_bpb",
 ) -> float | None:
     """The seeds' mean bpb over positions ``[start, stop)`` of the loss-by-position curve.
 
     Each run's ``position_bpb`` holds the loss averaged over bins of
     ``position_bin`` positions; ``start`` and ``stop`` must fall on bin edges.
-    None where the runs have no curve (a model that cannot read the window).
+    ``key="position_gain"`` reads the context gain by position instead (each
+    position's loss minus the same byte's in a window of L). None where the
+    runs have no curve (a model that cannot read the window).
     """
     if start % position_bin or stop % position_bin or not 0 <= start < stop:
         raise ValueError(
             f"positions [{start}, {stop}) must be a non-empty range on the bin edges "
             f"(multiples of {position_bin})"
         )
-    curves = [run["position_bpb"] for run in entry["runs"]]
+    if any(key not in run for run in entry["runs"]):
+        raise ValueError(
+            f"the runs keep no {key!r} (recorded before it was kept); record the "
+            "experiment again"
+        )
+    curves = [run[key] for run in entry["runs"]]
     if any(curve is None for curve in curves):
         return None
     first, last = start // position_bin, stop // position_bin
