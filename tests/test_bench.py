@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -183,7 +184,8 @@ def test_format_table_says_what_was_timed_and_compares_with_the_copy():
     assert lines[1] == "torch 9.9, measured 2026-01-02 03:04 UTC"
     del lines[1]
     # what every row shares is said once: the dtype and shapes of the timed rows
-    assert lines[1] == "dtype bfloat16; q 2x16x2048x128"
+    # and how every row was sampled
+    assert lines[1] == "dtype bfloat16; q 2x16x2048x128; every time: single calls"
     assert lines[2].split() == [
         "what",
         "median",
@@ -208,9 +210,10 @@ def test_format_table_shows_each_rows_shapes_when_they_differ_and_marks_noise():
     b.name = "b"
     text = bench.format_table([a, b], reference="t")
     lines = text.splitlines()
-    assert lines[2].startswith("t ") and lines[3] == "  x 4"
-    assert lines[4].startswith("b *") and lines[4].endswith("2.00")
-    assert lines[5] == "  x 8"
+    assert lines[0] == "every time: single calls"
+    assert lines[3].startswith("t ") and lines[4] == "  x 4"
+    assert lines[5].startswith("b *") and lines[5].endswith("2.00")
+    assert lines[6] == "  x 8"
     assert "x ref: median over that of 't'" in text
     assert "too noisy to trust" in lines[-1]
     with pytest.raises(ValueError, match="at least one Timing"):
@@ -266,11 +269,12 @@ def test_measure_repeats_while_a_row_is_noisy_up_to_its_caps(monkeypatch):
     adaptive = bench.measure(
         cases, device="cpu", warmup=0, repeats=4, max_seconds=60, max_repeats=500
     )
-    # noisy after 2 x 4 samples: 'a' starts again with samples of 4 calls, and
-    # stops once it has 4 steady ones; 'b' ran in every round
+    # noisy after 2 x 4 samples: every row starts again with samples of 4 calls
+    # ('b', steady all along, too: one table, one way of sampling), and the
+    # rounds stop once all have 4 steady ones
     assert adaptive[0].times_ms == [2.0] * 4 and adaptive[0].calls_per_sample == 4
-    assert batches["a"] == [1] * 8 + [4] * 4
-    assert len(adaptive[1].times_ms) == 12 and adaptive[1].calls_per_sample == 1
+    assert batches["a"] == batches["b"] == [1] * 8 + [4] * 4
+    assert adaptive[1].times_ms == [5.0] * 4 and adaptive[1].calls_per_sample == 4
     # a row that never settles stops at max_repeats, its samples ever longer
     cases, batches = scripted(monkeypatch, {"a": [1.0, 3.0] * 1000})
     capped = bench.measure(
@@ -321,13 +325,50 @@ def test_a_row_that_the_time_cap_cuts_short_keeps_its_last_full_set(monkeypatch)
     assert copy.times_ms == [1.0, 3.0] * 4 and copy.calls_per_sample == 1
     assert copy.noisy  # and marked so in the table
     assert rope.times_ms == [2.0] * 8 and rope.copy_ms == copy.median_ms == 2.0
+    assert rope.calls_per_sample == 1
     assert "copy *" in bench.format_table([rope, copy])
-    # with time left, the copy's longer samples replace the noisy ones as before
+    # with time left, longer samples replace the noisy ones, in every row
     samples.update(rope=0, copy=0)
     clock["now"] = 0.0
     script["copy"] = [1.0, 3.0] * 4 + [2.0]
-    _, copy = bench.measure(cases, device="cpu", warmup=0, repeats=4, max_seconds=60)
+    rope, copy = bench.measure(cases, device="cpu", warmup=0, repeats=4, max_seconds=60)
     assert copy.times_ms == [2.0] * 4 and copy.calls_per_sample == 4
+    assert rope.times_ms == [2.0] * 4 and rope.calls_per_sample == 4
+
+
+def test_a_table_says_how_its_rows_were_sampled_and_unlike_rows_are_not_weighed():
+    single = make_timing([1.0, 1.0, 1.0])
+    batched = replace(make_timing([1.0, 1.0, 1.0]), name="b", calls_per_sample=16)
+    assert "every time: single calls" in bench.format_table([single, single])
+    assert "every time: the mean of 16 calls in a row" in bench.format_table([batched])
+    mixed = bench.format_table([single, batched])
+    assert (
+        "sampled unlike (not comparable)" in mixed and "16 calls in a row (b)" in mixed
+    )
+    with pytest.raises(ValueError, match="cannot be weighed"):
+        bench.within_noise(single, batched)
+    with pytest.raises(ValueError, match="calls_per_sample must be a positive"):
+        bench.measure([bench.Case("x", lambda: None)], calls_per_sample=0)
+
+
+def test_cases_measured_apart_are_measured_again_until_sampled_alike(monkeypatch):
+    """A suite whose cases run in groups of their own (plan.separate): a group that
+    ended with single calls is measured again from the longest samples any group
+    needed, so the suite's table is sampled alike."""
+    from pe_tutorial.benchmarks import _core
+
+    asked = []
+
+    def fake_measure(group, *, calls_per_sample=1, **options):
+        asked.append((group[0], calls_per_sample))
+        # 'noisy' needs samples of 4 calls whatever it starts from
+        calls = max(calls_per_sample, 4) if group[0] == "noisy" else calls_per_sample
+        return [replace(make_timing([1.0, 1.0]), name=group[0], calls_per_sample=calls)]
+
+    monkeypatch.setattr(_core.bench, "measure", fake_measure)
+    timings = _core._measure_alike([["steady"], ["noisy"]], repeats=2)
+    assert [t.calls_per_sample for t in timings] == [4, 4]
+    assert asked == [("steady", 1), ("noisy", 1), ("steady", 4)]
 
 
 def test_a_sample_of_several_calls_is_their_mean():

@@ -328,17 +328,13 @@ def run(
         repeats = suite.default_repeats(device)
     before = bench.copy_probe(device) if probes else None
     groups = [[case] for case in plan.cases] if plan.separate else [plan.cases]
-    timings = [
-        timing
-        for group in groups
-        for timing in bench.measure(
-            group,
-            device=device,
-            warmup=suite.warmup if warmup is None else warmup,
-            repeats=repeats,
-            max_seconds=None if max_seconds is None else max_seconds / len(groups),
-        )
-    ]
+    timings = _measure_alike(
+        groups,
+        device=device,
+        warmup=suite.warmup if warmup is None else warmup,
+        repeats=repeats,
+        max_seconds=None if max_seconds is None else max_seconds / len(groups),
+    )
     after = bench.copy_probe(device) if probes else None
     command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
     result = SuiteResult(
@@ -358,6 +354,26 @@ def run(
     if suite.report is not None:
         result.notes.extend(suite.report(result))
     return result
+
+
+def _measure_alike(groups: list[list], **options) -> list[bench.Timing]:
+    """``bench.measure`` of each group, every row of every group sampled alike.
+
+    Each ``measure`` samples its own rows alike, but groups measured apart may
+    end at different ``calls_per_sample``: those that ended with fewer are
+    measured again from the largest count, until all agree (a count only
+    grows, so this ends).
+    """
+    measured: list[list[bench.Timing] | None] = [None] * len(groups)
+    calls = 1
+    while True:
+        for i, group in enumerate(groups):
+            if measured[i] is None or measured[i][0].calls_per_sample < calls:
+                measured[i] = bench.measure(group, calls_per_sample=calls, **options)
+        counts = {t.calls_per_sample for timings in measured for t in timings}
+        if len(counts) == 1:
+            return [t for timings in measured for t in timings]
+        calls = max(counts)
 
 
 def results_dir() -> Path:

@@ -292,6 +292,7 @@ def measure(
     copy_baselines: bool = True,
     max_seconds: float | None = None,
     max_repeats: int = 1000,
+    calls_per_sample: int = 1,
 ) -> list[Timing]:
     """Time ``cases`` interleaved, each against a copy of its own bytes.
 
@@ -305,17 +306,26 @@ def measure(
     With ``max_seconds``, rounds go on after the first ``repeats`` while any
     row is noisy (``Timing.noisy``), until every row is steady, the timed
     rounds have taken ``max_seconds`` or ``max_repeats`` rounds have run: a
-    recorded run repeats as long as it needs to, within a time cap. A row
-    whose calls still disagree after ``2 * repeats`` samples (some calls pay
-    a page fault or a cache miss that others do not) starts again with
-    samples that each average ``BATCH_GROWTH`` times as many calls in a row
-    (``Timing.calls_per_sample``): the mean of a few calls varies less than
-    one call, as in ``timeit``. If the caps end the rounds before such a row
-    has ``repeats`` of its longer samples (a busy machine makes every call
-    slow), it keeps its last full set, noisy as it was: every row comes back
-    with at least ``repeats`` times.
+    recorded run repeats as long as it needs to, within a time cap. When a
+    row's calls still disagree after ``2 * repeats`` samples (some calls pay
+    a page fault or a cache miss that others do not), *every* row starts
+    again with samples that each average ``BATCH_GROWTH`` times as many calls
+    in a row (``Timing.calls_per_sample``): the mean of a few calls varies
+    less than one call, as in ``timeit``, and a call repeated in a row finds
+    its data in cache where a single call may not, so rows are only
+    comparable when they are sampled alike. Every row of the result has the
+    same ``calls_per_sample`` (``calls_per_sample`` sets where it starts). If
+    the caps end the rounds before the longer samples number ``repeats`` (a
+    busy machine makes every call slow), every row keeps its last full set,
+    noisy as it was: each comes back with at least ``repeats`` times.
     """
     _check_counts(warmup, repeats)
+    if isinstance(calls_per_sample, bool) or not (
+        isinstance(calls_per_sample, int) and calls_per_sample >= 1
+    ):
+        raise ValueError(
+            f"calls_per_sample must be a positive integer, got {calls_per_sample!r}"
+        )
     if max_seconds is not None and not max_seconds > 0:
         raise ValueError(f"max_seconds must be positive, got {max_seconds!r}")
     cases = list(cases)
@@ -335,11 +345,12 @@ def measure(
             case.fn()
     synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
-    calls = [1] * len(everything)  # calls in a row that one sample averages
-    # a row's last full set of samples (at least `repeats`) before it started again
-    # with longer ones: what it keeps if the caps end the rounds before the new set
-    # is full (on a busy machine), so no row comes back without times
-    kept: dict[int, tuple[int, list[float]]] = {}
+    calls = calls_per_sample  # calls in a row that one sample averages, every row
+    # the rows' last full sets of samples (at least `repeats` each) before they
+    # started again with longer ones: what they keep if the caps end the rounds
+    # before the new sets are full (on a busy machine), so no row comes back
+    # without times, and all of them sampled alike
+    kept: tuple[int, list[list[float]]] | None = None
     order = random.Random(0)
     start = time.perf_counter()
     rounds = 0
@@ -350,18 +361,19 @@ def measure(
         and any(len(row) < repeats or _spread(row) > NOISY_SPREAD for row in times)
     ):
         for i in order.sample(range(len(everything)), len(everything)):
-            times[i].append(_time_once(everything[i].fn, device, calls[i]))
+            times[i].append(_time_once(everything[i].fn, device, calls))
         rounds += 1
         if max_seconds is None:
             continue
-        for i, row in enumerate(times):
-            if len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD:
-                kept[i] = (calls[i], list(row))
-                calls[i] *= BATCH_GROWTH
+        if any(
+            len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD for row in times
+        ):
+            kept = (calls, [list(row) for row in times])
+            calls *= BATCH_GROWTH
+            for row in times:
                 row.clear()
-    for i, (kept_calls, kept_times) in kept.items():
-        if len(times[i]) < repeats:
-            calls[i], times[i] = kept_calls, kept_times
+    if kept is not None and any(len(row) < repeats for row in times):
+        calls, times = kept
     timings = [
         Timing(
             case.name,
@@ -370,10 +382,10 @@ def measure(
             dtype=case.dtype,
             bytes_moved=case.bytes_moved,
             is_copy=case.is_copy,
-            calls_per_sample=case_calls,
+            calls_per_sample=calls,
             peak_bytes=case.peak_bytes,
         )
-        for case, case_times, case_calls in zip(everything, times, calls)
+        for case, case_times in zip(everything, times)
     ]
     # a copy among the cases is its own baseline (and that of rows of its size)
     copy_median = {t.bytes_moved: t.median_ms for t in timings if t.is_copy}
@@ -388,8 +400,16 @@ def within_noise(a: Timing, b: Timing) -> bool:
 
     Then half the calls of each fall inside the range of the other's middle
     half, and the run cannot say which is faster: a page says "within noise"
-    and draws no ranking from them (chapter 10).
+    and draws no ranking from them (chapter 10). Only rows sampled alike
+    (the same ``calls_per_sample``) can be weighed; others are a ``ValueError``.
     """
+    if a.calls_per_sample != b.calls_per_sample:
+        raise ValueError(
+            f"{a.name!r} was sampled as the mean of {a.calls_per_sample} calls in a "
+            f"row and {b.name!r} of {b.calls_per_sample}: calls in a row keep their "
+            "data in cache, so the two cannot be weighed against each other; measure "
+            "them in one table (bench.measure samples every row alike)"
+        )
     (a1, a3), (b1, b3) = a.quartiles_ms, b.quartiles_ms
     return a1 <= b3 and b1 <= a3
 
@@ -516,16 +536,31 @@ def _table_header(
     show_shapes = len(shapes) > 1
     if not show_shapes and shapes and (only := shapes.pop()):
         common.append(only)
-    if common:
-        header.append("; ".join(common))
+    common.append(sampling_text(timings))
+    header.append("; ".join(common))
     return header, show_dtype, show_shapes
+
+
+def sampling_text(timings: list[Timing]) -> str:
+    """How a table's rows were sampled, for its header: every row alike, or each
+    count of calls in a row with its rows (a table joined from runs sampled apart)."""
+    counts = sorted({t.calls_per_sample for t in timings})
+
+    def each(calls: int) -> str:
+        return "single calls" if calls == 1 else f"the mean of {calls} calls in a row"
+
+    if len(counts) == 1:
+        return f"every time: {each(counts[0])}"
+    parts = [
+        f"{each(c)} ({', '.join(t.name for t in timings if t.calls_per_sample == c)})"
+        for c in counts
+    ]
+    return "sampled unlike (not comparable): " + "; ".join(parts)
 
 
 def _own_settings(t: Timing, show_shapes: bool, show_dtype: bool) -> list[str]:
     """A row's shapes and dtype, printed under it when the rows do not share them."""
     extra = []
-    if t.calls_per_sample > 1:
-        extra.append(f"each time the mean of {t.calls_per_sample} calls in a row")
     if t.is_copy:
         return extra
     if show_shapes and t.shapes:
