@@ -1051,7 +1051,7 @@ def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
             v.norm,
             v.absolute,
             v.corpus or preset.corpus,
-            v.learning_rate or preset.train.learning_rate,
+            v.learning_rate or preset.training_for(v.scheme).learning_rate,
             dict(v.changes),
         )
         for v in presets.variants(preset)
