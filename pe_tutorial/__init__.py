@@ -155,7 +155,7 @@ from .lm.findings import (
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
-from .lm.train import bits_per_byte, train
+from .lm.train import bits_per_byte, learning_rate_at, train
 from .pages.glue import glue, have_myst_nb
 from .pages.plots import (
     SCHEME_COLOURS,
@@ -180,6 +180,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "benchmarks": ("benchmarks", None),
     "experiments": ("experiments", None),
+    "tuning": ("experiments.tuning", None),
     "interactive": ("pages.interactive", None),
     "PRESETS": ("experiments", "PRESETS"),
     "format_rows": ("experiments", "format_rows"),
@@ -267,6 +268,8 @@ __all__ = [
     "llama4_query_scale",
     "lm",
     "load_results",
+    "learning_rate_at",
+    "tuning",
     "LocalAttentionScheme",
     "logn_query_scale",
     "longrope_attention_factor",
