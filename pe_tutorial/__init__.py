@@ -155,7 +155,7 @@ from .lm.findings import (
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
-from .lm.train import bits_per_byte, train
+from .lm.train import bits_per_byte, learning_rate_at, train
 from .pages.glue import glue, have_myst_nb
 from .pages.plots import (
     SCHEME_COLOURS,
@@ -180,6 +180,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "benchmarks": ("benchmarks", None),
     "experiments": ("experiments", None),
+    "tuning": ("experiments.tuning", None),
     "interactive": ("pages.interactive", None),
     "PRESETS": ("experiments", "PRESETS"),
     "format_rows": ("experiments", "format_rows"),
@@ -259,6 +260,7 @@ __all__ = [
     "layer_frequencies",
     "layer_types",
     "learned_table_record",
+    "learning_rate_at",
     "LearnedPositionalEmbedding",
     "learning_curves",
     "length_curves",
@@ -322,6 +324,7 @@ __all__ = [
     "segment_files",
     "segment_interval",
     "spread_rule_rates",
+    "tuning",
     "SelfAttention",
     "shaw_relative_indices",
     "shaw_relative_scores",

@@ -1022,7 +1022,7 @@ def test_the_recorded_standard_run_ships_with_the_package():
     assert "experiments/presets/*.toml" in package_data
 
 
-@pytest.mark.parametrize("name", ["standard", "frontier"])
+@pytest.mark.parametrize("name", ["standard", "frontier", "tuned"])
 def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
     """Chapters 9 and 11 read them: a preset changed since its recording (its file,
     presets/NAME.toml) must be recorded again."""
@@ -1051,7 +1051,7 @@ def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
             v.norm,
             v.absolute,
             v.corpus or preset.corpus,
-            v.learning_rate or preset.train.learning_rate,
+            v.learning_rate or preset.training_for(v.scheme).learning_rate,
             dict(v.changes),
         )
         for v in presets.variants(preset)

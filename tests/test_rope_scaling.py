@@ -380,6 +380,31 @@ def test_longrope_module_switch_equals_phi3_rotary_embedding():
         assert scaling.uses_long_factors(length) == (length > L)
 
 
+def test_a_rotary_embedding_with_longrope_equals_phi3_rotary_embedding():
+    """RotaryEmbedding(scaling=LongRopeScaling(...)) rotates as Phi-3 does: the short
+    list (cached) for calls up to L, the long one past it, the attention factor on
+    both; a short call after a long one reads the short list again."""
+    hf = pytest.importorskip("transformers.models.phi3.modeling_phi3")
+    head_dim, L = 16, 12
+    short, long_ = factor_lists(head_dim // 2, seed=7)
+    config = phi3_config(
+        head_dim, short, long_, original=L, max_positions=4 * L, base=10000.0
+    )
+    theirs = hf.Phi3RotaryEmbedding(config)
+    ours = RotaryEmbedding(
+        head_dim,
+        max_positions=L,
+        scaling=LongRopeScaling(short, long_, original_max_positions=L, factor=4.0),
+    )
+    g = torch.Generator().manual_seed(0)
+    for length in (L, 3 * L, 5, L + 1):
+        q = torch.randn(1, 2, length, head_dim, generator=g)
+        positions = torch.arange(length)
+        cos, sin = theirs(q, positions[None])
+        want, _ = hf.apply_rotary_pos_emb(q, q, cos, sin)
+        torch.testing.assert_close(ours(q, positions), want, rtol=1e-5, atol=1e-5)
+
+
 def test_longrope_by_its_formula():
     """theta_i / lambda_i with theta_i = base^(-2i/D), and sqrt(1 + ln s / ln L)."""
     D, L, s, base = 8, 512, 16.0, 10000.0

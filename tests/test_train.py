@@ -331,7 +331,7 @@ def test_evaluate_at_counts_steps_of_this_training():
 def _train_as_before(model, config):
     """``train`` as it was before position parameters had a rate of their own: one
     AdamW group over every parameter, the same schedule, clip and batches."""
-    from pe_tutorial.lm.train import _learning_rate, _loss
+    from pe_tutorial.lm.train import _loss, learning_rate_at
 
     batches = functools.partial(random_windows, TEXT, config.batch_size, config.seq_len)
     model.train()
@@ -345,7 +345,7 @@ def _train_as_before(model, config):
     losses = []
     for step in range(config.steps):
         for group in optimiser.param_groups:
-            group["lr"] = _learning_rate(config, step)
+            group["lr"] = learning_rate_at(config, step)
         inputs, targets = batches(generator)
         loss = _loss(model, inputs, targets)
         optimiser.zero_grad(set_to_none=True)
@@ -599,3 +599,24 @@ def test_digit_accuracy_needs_the_same_key_length_in_every_row():
 
     with pytest.raises(ValueError, match="same number of key digits"):
         passkey_digit_accuracy(_GuessAndCopy(guess_first=False), ragged)
+
+
+def test_the_schedule_warms_up_then_falls_to_a_tenth_and_sums_in_closed_form():
+    """Warm-up: eta (s + 1) / W; then eta (0.1 + 0.45 (1 + cos(pi k / n))) for
+    k = 0 .. n - 1, n = steps - W. The cosines over a half period sum to 1, so the
+    whole schedule sums to eta ((W + 1) / 2 + 0.1 n + 0.45 (n + 1)): chapter 9's
+    exercise, 436.95 eta for W = 80, n = 720."""
+    from pe_tutorial.lm.train import learning_rate_at
+
+    config = TrainConfig(steps=800, learning_rate=3e-3, warmup_steps=80)
+    rates = [learning_rate_at(config, s) for s in range(config.steps)]
+    assert rates[0] == pytest.approx(3e-3 / 80) and rates[79] == pytest.approx(3e-3)
+    assert rates[80] == pytest.approx(3e-3) and rates[-1] == pytest.approx(
+        3e-4, rel=1e-4
+    )
+    assert all(a >= b for a, b in zip(rates[80:], rates[81:]))
+    assert sum(rates) == pytest.approx(3e-3 * (81 / 2 + 72 + 0.45 * 721), rel=1e-9)
+    with pytest.raises(ValueError, match="past the schedule"):
+        learning_rate_at(config, 800)
+    with pytest.raises(ValueError, match="integer >= 0"):
+        learning_rate_at(config, -1)

@@ -52,7 +52,7 @@ from .rope_core import (
     rope_frequencies,
     rotate,
 )
-from .rope_scaling import RopeScaling
+from .rope_scaling import LongRopeScaling, RopeScaling
 
 __all__ = [
     "Pairing",
@@ -329,7 +329,9 @@ class RotaryEmbedding(nn.Module):
     ``scaling`` (a ``RopeScaling``, chapter 9) replaces the frequencies by a
     context-extension method's and multiplies cos and sin by its attention
     scale, as transformers does; "dynamic" recomputes the frequencies for
-    each call whose largest position reaches past the trained context.
+    each call whose largest position reaches past the trained context, and a
+    ``LongRopeScaling`` (chapter 11) switches each such call to its long list
+    of factors (Phi-3's rotary embedding), its attention factor at every length.
     ``frequencies`` (``(rotary_dim / 2,)``) gives the frequencies outright,
     for experiments that change some pairs only (``rope_bands``).
     """
@@ -342,7 +344,7 @@ class RotaryEmbedding(nn.Module):
         pairing: Pairing = "half",
         rotary_dim: int | None = None,
         max_positions: int = 2048,
-        scaling: RopeScaling | None = None,
+        scaling: RopeScaling | LongRopeScaling | None = None,
         frequencies: torch.Tensor | None = None,
     ):
         super().__init__()
@@ -360,10 +362,12 @@ class RotaryEmbedding(nn.Module):
         self.head_dim = head_dim
         self.base = require_positive_float(base, "base")
         self.pairing = check_pairing(pairing)
-        if scaling is not None and not isinstance(scaling, RopeScaling):
+        if scaling is not None and not isinstance(
+            scaling, RopeScaling | LongRopeScaling
+        ):
             raise ValueError(
-                f"scaling must be a RopeScaling or None, got {type(scaling).__name__}; "
-                "e.g. RopeScaling('linear', factor=4.0)"
+                "scaling must be a RopeScaling, a LongRopeScaling or None, got "
+                f"{type(scaling).__name__}; e.g. RopeScaling('linear', factor=4.0)"
             )
         self.scaling = scaling
         # the scaling's temperature, multiplied into cos and sin (1 without one)
@@ -443,12 +447,13 @@ class RotaryEmbedding(nn.Module):
             return empty, empty.clone()
         needed = int(positions.max()) + 1
         if self._dynamic_past_original(needed):
-            # dynamic NTK: the frequencies of this length; its scale is always 1
-            inv_freq, _ = self.scaling.frequencies(
+            # the frequencies of this call's length (dynamic NTK's, or LongRoPE's
+            # long list) and their scale (1 for dynamic NTK)
+            inv_freq, scale = self.scaling.frequencies(
                 self.rotary_dim, base=self.base, seq_len=needed
             )
             angles = self._angles(positions, inv_freq.to(positions.device))
-            return angles.cos(), angles.sin()
+            return angles.cos() * scale, angles.sin() * scale
         if int(positions.min()) < 0:
             angles = self._angles(positions)
             scale = self.attention_scale

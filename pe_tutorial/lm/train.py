@@ -37,6 +37,7 @@ from .data import IGNORE_INDEX
 
 __all__ = [
     "TrainConfig",
+    "learning_rate_at",
     "resolve_device",
     "train",
     "curve_steps",
@@ -95,7 +96,22 @@ class TrainConfig:
         return asdict(self)
 
 
-def _learning_rate(config: TrainConfig, step: int) -> float:
+def learning_rate_at(config: TrainConfig, step: int) -> float:
+    """The peak-relative schedule ``train`` uses, at ``step`` (0-based; chapter 9).
+
+    A linear warm-up ``eta (step + 1) / W`` over the first ``W =
+    warmup_steps`` steps, then a cosine from the peak ``eta`` down to ``eta /
+    10`` over the rest: ``eta (0.1 + 0.45 (1 + cos(pi p)))`` with ``p = (step
+    - W) / (steps - W)``. AdamW moves a parameter by at most about this much
+    per step, so its sum over the steps bounds how far a parameter can travel
+    (chapter 9: why position tables get a rate of their own).
+    """
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be an integer >= 0, got {step!r}")
+    if step >= config.steps:
+        raise ValueError(
+            f"step {step} is past the schedule: it has steps 0 to {config.steps - 1}"
+        )
     if step < config.warmup_steps:
         return config.learning_rate * (step + 1) / config.warmup_steps
     progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
@@ -213,7 +229,7 @@ def train(
         mininterval=1.0,
     )
     for step in bar:
-        rate = _learning_rate(config, step)
+        rate = learning_rate_at(config, step)
         for group in optimiser.param_groups:
             group["lr"] = rate * group.get("lr_multiplier", 1.0)
         inputs, targets = batches(generator)
