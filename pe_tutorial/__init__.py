@@ -168,6 +168,7 @@ from .pages.plots import (
     rate_sweep,
     rope_scaling_ratios,
     shift_arcs,
+    stacked_bars,
     sweep_grid,
     use_book_style,
 )
@@ -342,6 +343,7 @@ __all__ = [
     "SinusoidalPositionalEmbedding",
     "sliding_window_mask",
     "slow_pairs",
+    "stacked_bars",
     "stdlib_corpus",
     "summarise",
     "sweep_grid",

@@ -39,6 +39,7 @@ __all__ = [
     "cpu_name",
     "device_name",
     "last_level_cache_bytes",
+    "cpu_model",
     "environment",
 ]
 
@@ -181,6 +182,31 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+@functools.cache
+def cpu_model() -> str | None:
+    """What tells CPUs of one model name apart (Linux ``/proc/cpuinfo``): family,
+    model and stepping as ``'6-167-1'``, or None where the system does not say.
+
+    A virtual machine's CPU is often named only "Intel(R) Xeon(R) Processor",
+    whatever the hardware under it; these numbers say which generation it is.
+    """
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip().lower()
+            if key in ("cpu family", "model", "stepping") and key not in fields:
+                fields[key] = value.strip()
+            if not line.strip() and fields:
+                break  # the first processor's block is enough
+    except OSError:
+        return None
+    if not {"cpu family", "model"} <= fields.keys():
+        return None
+    parts = [fields["cpu family"], fields["model"], fields.get("stepping", "?")]
+    return "-".join(parts)
+
+
 def device_name(device: torch.device | str) -> str:
     """A human name for ``device``: the GPU model, or the CPU model."""
     device = torch.device(device)
@@ -217,8 +243,8 @@ def environment(device: torch.device | str) -> dict:
     """Where, when and with what a measurement was taken (the same keys everywhere).
 
     ``device`` is torch's name (``cpu``, ``cuda:0``), ``device_name`` the model.
-    On a GPU it adds the memory and the data-sheet bandwidth; on a CPU the size
-    of the last-level cache.
+    On a GPU it adds the memory and the data-sheet bandwidth; on a CPU its
+    family-model-stepping (``cpu_model``) and the size of the last-level cache.
     """
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
@@ -239,5 +265,6 @@ def environment(device: torch.device | str) -> dict:
         peak = peak_bandwidth(env["device_name"])
         env["peak_gb_s"] = None if peak is None else peak.gb_per_s
     else:
+        env["cpu_model"] = cpu_model()
         env["last_level_cache_bytes"] = last_level_cache_bytes()
     return env

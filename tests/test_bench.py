@@ -71,17 +71,20 @@ def test_measure_interleaves_the_cases_in_shuffled_rounds():
     assert again == order
 
 
-def test_each_row_is_compared_with_a_copy_of_its_own_bytes():
+def test_each_row_is_compared_with_a_copy_of_its_own_bytes_and_kind():
     cases = [
-        bench.Case("small", lambda: None, bytes_moved=1024),
-        bench.Case("also small", lambda: None, bytes_moved=1024),
-        bench.Case("large", lambda: None, bytes_moved=4096),
+        bench.Case("small", lambda: None, bytes_moved=1024, allocates=False),
+        bench.Case("also small", lambda: None, bytes_moved=1024, allocates=False),
+        bench.Case("large", lambda: None, bytes_moved=4096, allocates=True),
         bench.Case("unsized", lambda: None),
     ]
     timings = bench.measure(cases, device="cpu", warmup=0, repeats=3)
     copies = [t for t in timings if t.is_copy]
-    # one copy per distinct byte count, after the cases
+    # one copy per distinct byte count and kind, after the cases: a row that
+    # returns new tensors meets a clone (a new output each call)
     assert [t.bytes_moved for t in copies] == [1024, 4096]
+    assert [t.allocates for t in copies] == [False, True]
+    assert copies[1].name == "clone, 4.0 KiB moved (new output)"
     assert [t.name for t in timings[:4]] == ["small", "also small", "large", "unsized"]
     by_name = {t.name: t for t in timings}
     assert by_name["small"].copy_ms == copies[0].median_ms
@@ -90,6 +93,19 @@ def test_each_row_is_compared_with_a_copy_of_its_own_bytes():
     assert (
         by_name["unsized"].copy_ms is None and by_name["unsized"].ratio_to_copy is None
     )
+
+
+def test_a_row_with_bytes_must_say_whether_it_allocates():
+    with pytest.raises(ValueError, match="allocates=True"):
+        bench.measure([bench.Case("rope", lambda: None, bytes_moved=64)], repeats=1)
+
+
+def test_a_clone_returns_a_new_tensor_each_call_and_a_copy_the_same_one():
+    clone = bench.copy_case(4096, "cpu", allocating=True)
+    copy = bench.copy_case(4096, "cpu")
+    assert clone.fn().data_ptr() != 0 and clone.fn() is not clone.fn()
+    assert copy.fn() is copy.fn()
+    assert clone.allocates and not copy.allocates
 
 
 def test_copy_case_moves_the_bytes_it_says():
@@ -253,7 +269,7 @@ def scripted(monkeypatch, script: dict[str, list[float]]):
         times = script[name]
         samples[name] += 1
         batches[name].append(calls)
-        return times[min(samples[name], len(times)) - 1]
+        return times[min(samples[name], len(times)) - 1], None
 
     monkeypatch.setattr(bench, "_time_once", fake_time_once)
     return [bench.Case(name, lambda name=name: name) for name in script], batches
@@ -307,15 +323,17 @@ def test_a_row_that_the_time_cap_cuts_short_keeps_its_last_full_set(monkeypatch)
         batches[name].append(calls)
         ms = script[name][min(samples[name], len(script[name])) - 1]
         clock["now"] += ms * calls / 1e3
-        return ms
+        return ms, None
 
     monkeypatch.setattr(bench, "_time_once", fake_time_once)
     monkeypatch.setattr(
         bench, "time", SimpleNamespace(perf_counter=lambda: clock["now"])
     )
     cases = [
-        bench.Case("rope", lambda: "rope", bytes_moved=64),
-        bench.Case("copy", lambda: "copy", bytes_moved=64, is_copy=True),
+        bench.Case("rope", lambda: "rope", bytes_moved=64, allocates=False),
+        bench.Case(
+            "copy", lambda: "copy", bytes_moved=64, is_copy=True, allocates=False
+        ),
     ]
     # 8 rounds take 32 ms: the cap of 30 ms ends them just as the copy starts again
     rope, copy = bench.measure(
@@ -373,8 +391,28 @@ def test_cases_measured_apart_are_measured_again_until_sampled_alike(monkeypatch
 
 def test_a_sample_of_several_calls_is_their_mean():
     calls = []
-    mean = bench._time_once(lambda: calls.append(1), torch.device("cpu"), calls=5)
-    assert len(calls) == 5 and mean >= 0
+    mean, faults = bench._time_once(
+        lambda: calls.append(1), torch.device("cpu"), calls=5
+    )
+    assert len(calls) == 5 and mean >= 0 and faults >= 0
+
+
+def test_page_faults_per_call_are_counted_where_fresh_memory_is_written():
+    """A new 64 MiB tensor written each call is handed over page by page, 4 KiB a
+    fault (or 2 MiB with huge pages: then at least 32); writing into a tensor that
+    exists faults nothing. Both counted per call, as the table shows them."""
+    if bench.minor_faults() is None:
+        pytest.skip("this system does not count page faults")
+    target = torch.empty(2**24)
+    fresh = bench.Case("fresh", lambda: torch.ones(2**24), allocates=True)
+    given = bench.Case("given", lambda: target.fill_(1.0), allocates=False)
+    timings = bench.measure(
+        [fresh, given], device="cpu", warmup=1, repeats=3, copy_baselines=False
+    )
+    by_name = {t.name: t for t in timings}
+    assert by_name["fresh"].faults_per_call >= 32
+    assert by_name["given"].faults_per_call < 4
+    assert "faults" in bench.format_table(timings)
 
 
 def test_rows_are_within_noise_when_their_interquartile_ranges_overlap():

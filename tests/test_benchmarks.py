@@ -117,6 +117,24 @@ def test_gpu_sizes_fit_a_t4(monkeypatch):
     assert attention_shape(torch.device("cuda"), None, torch.float16)[0] == 4
 
 
+def test_the_device_slug_tells_cpus_of_one_name_apart():
+    """A VM's generic name covers several generations: two CPUs named alike but of
+    another model or cache get their own files, and are never judged busy against
+    each other; an environment recorded before the fields existed keeps its slug."""
+    base = {"device": "cpu", "device_name": "Intel(R) Xeon(R) Processor", "threads": 2}
+    old = _core.device_slug(base)
+    assert old == "cpu-intel-r-xeon-r-processor-2-threads"
+    sapphire = {**base, "cpu_model": "6-143-8", "last_level_cache_bytes": 105 * 2**20}
+    other = {**sapphire, "cpu_model": "6-106-6"}
+    slugs = {old, _core.device_slug(sapphire), _core.device_slug(other)}
+    assert len(slugs) == 3
+    assert _core.device_slug(sapphire) == (
+        "cpu-intel-r-xeon-r-processor-6-143-8-llc-105mib-2-threads"
+    )
+    gpu = {"device": "cuda:0", "device_name": "NVIDIA T4", "threads": 2}
+    assert _core.device_slug(gpu) == "cuda-nvidia-t4"  # a GPU's name says its model
+
+
 def test_results_round_trip_and_record(tmp_path):
     result = benchmarks.run(
         "integer_tables", "cpu", warmup=0, repeats=2, num_positions=8, dim=4
@@ -312,7 +330,11 @@ def test_all_records_one_file_per_suite_with_its_environment(
     assert ran == sorted(benchmarks.SUITES)
     # a recording times three times the suite's rounds, then more while noisy
     rope = benchmarks.SUITES["rope"]
-    assert asked["rope"] == {"repeats": 3 * rope.cpu_repeats, "max_seconds": 60.0}
+    assert asked["rope"] == {
+        "repeats": 3 * rope.cpu_repeats,
+        "max_seconds": 60.0,
+        "calls_per_sample": 1,
+    }
     printed = capsys.readouterr().out
     assert all(f"{name}: " in printed for name in benchmarks.SUITES)  # time per suite
     files = sorted(out.glob("bench-*--cpu-*.json"))
@@ -375,8 +397,16 @@ def test_a_path_that_disagrees_stops_the_suite_and_says_which(monkeypatch):
 
 
 def _rope_result(rows, device="cpu", shape=(2, 16, 2048, 128), dtype="float32"):
+    from pe_tutorial.benchmarks.rope import WRITES_INTO_GIVEN
+
     timings = [
-        bench.Timing(name, [ms], copy_ms=copy, is_copy=name.startswith("copy"))
+        bench.Timing(
+            name,
+            [ms],
+            copy_ms=copy,
+            is_copy=name.startswith("copy"),
+            allocates=not name.startswith("copy") and name not in WRITES_INTO_GIVEN,
+        )
         for name, ms, copy in rows
     ]
     return benchmarks.SuiteResult(
@@ -394,23 +424,38 @@ def test_rope_targets_are_judged_from_the_measured_ratios():
         _rope_result(
             [
                 ("fused, in place", 15.0, 10.0),
-                ("transformers apply_rotary_pos_emb", 150.0, 10.0),
+                ("compiled, new outputs", 18.0, 12.0),
+                ("transformers apply_rotary_pos_emb", 180.0, 12.0),
                 ("copy, 1 MiB moved", 10.0, 10.0),
             ]
         )
     )
     assert met[0] == "fastest of the package's rows: fused, in place"
     assert met[1].endswith("measured 1.50x: met")
+    # the peer returns new tensors: it meets the fastest row that does too
+    assert "compiled, new outputs at least 8x faster" in met[2]
     assert met[2].endswith("measured 10.0x: met")
+    # against the in-place row the peer would look 12x slower; like with like, 5x
+    unlike = check_targets(
+        _rope_result(
+            [
+                ("fused, in place", 15.0, 10.0),
+                ("fused: q and k, cos/sin once", 36.0, 12.0),
+                ("transformers apply_rotary_pos_emb", 180.0, 12.0),
+            ]
+        )
+    )
+    assert unlike[2].endswith("measured 5.0x: NOT met")
     too_slow = [
         ("fused, in place", 25.0, 10.0),
+        ("apply_rope on q, then on k", 25.0, 10.0),
         ("rotate-half formula, written out", 150.0, 10.0),
         ("copy, 1 MiB moved", 10.0, 10.0),
     ]
     missed = check_targets(_rope_result(too_slow, shape=(1, 1, 8, 8)))
     assert "this run used other settings, so no verdict" in missed[1]
     assert missed[2].endswith("measured 2.50x")
-    assert missed[3].endswith("than rotate-half formula, written out; measured 6.0x")
+    assert missed[3].endswith("(both return new tensors); measured 6.0x")
     missed_here = check_targets(_rope_result(too_slow))
     assert missed_here[1].endswith("measured 2.50x: NOT met")
     assert missed_here[2].endswith("measured 6.0x: NOT met")
@@ -418,6 +463,7 @@ def test_rope_targets_are_judged_from_the_measured_ratios():
         _rope_result(
             [
                 ("Triton kernel", 1.1, 1.0),
+                ("fused, in place", 1.3, 1.0),
                 ("Liger liger_rotary_pos_emb", 1.2, 1.0),
                 ("copy, 1 MiB moved", 1.0, 1.0),
             ],
@@ -427,7 +473,9 @@ def test_rope_targets_are_judged_from_the_measured_ratios():
         )
     )
     # 1 / 1.1 = 91% of the copy's bandwidth, and faster than Liger
-    assert gpu[1].endswith("measured 91%: met") and gpu[2].endswith("(1): met")
+    assert gpu[1].endswith("measured 91%: met") and gpu[2].endswith(
+        "(1; new outputs against new outputs): met"
+    )
 
 
 def test_attention_bias_suite_compares_with_unbiased_sdpa():
@@ -544,6 +592,15 @@ def test_a_busy_machine_is_told_from_its_copy_probes():
     # a record from another device says nothing about this one
     other = _result_with_probe(5.0, 5.0, device_name="Other CPU")
     assert busy_reason(_result_with_probe(10.0, 10.5), [other]) is None
+    # nor a record whose probe copied another number of bytes (a 256 MiB probe
+    # takes four times a 64 MiB one, and says nothing about a busy machine)
+    small = _result_with_probe(2.5, 2.5)
+    small.environment["copy_probe_ms"]["bytes"] = 64 * 2**20
+    large = _result_with_probe(10.0, 10.5)
+    large.environment["copy_probe_ms"]["bytes"] = 256 * 2**20
+    assert busy_reason(large, [small]) is None
+    small.environment["copy_probe_ms"]["bytes"] = 256 * 2**20
+    assert busy_reason(large, [small]).startswith("copies ran 4.0x slower")
     # an old record without probes, or a result without them: no claim
     recorded.environment.pop("copy_probe_ms")
     assert busy_reason(_result_with_probe(10.0, 10.5), [recorded]) is None
@@ -558,7 +615,11 @@ def test_a_busy_run_is_shown_as_busy_and_kept_in_its_json(
         "rope", "cpu", warmup=0, repeats=1, shape=(1, 1, 4, 8), compiled=False
     )
     assert "the load changed" in result.busy
-    assert result.environment["copy_probe_ms"] == {"before": 10.0, "after": 30.0}
+    assert result.environment["copy_probe_ms"] == {
+        "before": 10.0,
+        "after": 30.0,
+        "bytes": bench.PROBE_BYTES,
+    }
     again = benchmarks.SuiteResult.from_dict(result.to_dict())
     assert again.busy == result.busy
     benchmarks.show(result, directory=tmp_path)
@@ -597,7 +658,7 @@ def _busy_machine(monkeypatch):
 
     def fake_time_once(fn, device, calls=1):
         samples[id(fn)] = samples.get(id(fn), 0) + 1
-        return (1.0, 3.0)[samples[id(fn)] % 2]
+        return (1.0, 3.0)[samples[id(fn)] % 2], None
 
     def clock():
         return 1e9 if max(samples.values(), default=0) >= 4 else 0.0
@@ -626,8 +687,9 @@ def test_a_recording_on_a_busy_machine_refuses_or_finishes_never_crashes(
     printed = capsys.readouterr().out
     files = list(tmp_path.glob("bench-absolute_tables--*.json"))
     if load_changed:
-        assert "NOT recorded: this machine was busy (a 64.0 MiB copy took 1.00 ms " in (
-            printed
+        assert (
+            "NOT recorded: this machine was busy (a 256.0 MiB copy took 1.00 ms "
+            in (printed)
         )
         assert not files
         return
@@ -695,7 +757,7 @@ def test_a_smoke_run_is_tiny_marked_and_never_recorded_into_the_package(
 
 
 def test_copy_regimes_are_found_where_the_bandwidth_drops():
-    from pe_tutorial.benchmarks.chapters import copy_regimes
+    from pe_tutorial.benchmarks.chapters import copy_regimes, memory_ceiling
 
     def copy(nbytes, gb_s):
         ms = nbytes / (gb_s * 1e9) * 1e3
@@ -724,6 +786,31 @@ def test_copy_regimes_are_found_where_the_bandwidth_drops():
     assert copy_regimes(flat)["memory_from_bytes"] == 2**20
     with pytest.raises(ValueError, match="two sizes or more"):
         copy_regimes(benchmarks.SuiteResult("copy_sizes", {}, [copy(2**20, 1.0)]))
+    # the one memory ceiling: the median of the copies of at least 4 times the
+    # largest that ran from cache (8 MiB here): 2**27 is too close to the edge
+    ceiling = memory_ceiling(result)
+    assert ceiling["cache_edge_bytes"] == 2**23 and ceiling["from_bytes"] == 2**25
+    assert ceiling["gb_s"] == pytest.approx(26.9) and ceiling["sizes"] == 4 - 1
+    sizes_past = {2**20: 100.0, 2**23: 90.0, 2**25: 30.0, 2**26: 20.0, 2**27: 22.0}
+    past = benchmarks.SuiteResult(
+        "copy_sizes", {}, [copy(n, b) for n, b in sizes_past.items()]
+    )
+    # memory from 32 MiB (within 25% of the largest); edge 8 MiB: 32, 64, 128 MiB
+    assert memory_ceiling(past)["gb_s"] == pytest.approx(22.0)
+    short = benchmarks.SuiteResult(
+        "copy_sizes", {}, [copy(2**20, 100.0), copy(2**23, 90.0), copy(2**24, 20.0)]
+    )
+    with pytest.raises(ValueError, match="4 times the largest that ran from cache"):
+        memory_ceiling(short)
+
+
+def test_the_busy_probe_copies_in_the_memory_regime_of_the_quoted_machine():
+    """The probe must see memory contention, so it is at least 4 times the largest
+    copy that still ran from cache in the recorded run the book quotes."""
+    from pe_tutorial.benchmarks.chapters import memory_ceiling
+
+    ceiling = memory_ceiling(benchmarks.quoted("copy_sizes"))
+    assert bench.PROBE_BYTES >= ceiling["from_bytes"]
 
 
 def test_the_train_step_suite_times_chapter_9s_quick_model():
@@ -733,3 +820,82 @@ def test_the_train_step_suite_times_chapter_9s_quick_model():
     from pe_tutorial.experiments import PRESETS
 
     assert QUICK_MODEL == PRESETS["quick"].model
+
+
+def test_the_roofline_ceilings_follow_their_closed_forms():
+    """2 n^3 flop over the product's time; bytes/s from the machine's memory ceiling
+    when given (else the product's own copy); the ridge is their ratio."""
+    from pe_tutorial.benchmarks.roofline import ceilings, matmul_flops
+
+    n = 1024
+    nbytes = 3 * n * n * 4
+    product = bench.Timing("product", [4.0], bytes_moved=nbytes, copy_ms=2.0)
+    result = benchmarks.SuiteResult(
+        "roofline", {"device": "cpu"}, [product], settings={"flop": matmul_flops(n)}
+    )
+    own = ceilings(result)
+    assert own["flop_per_s"] == pytest.approx(2 * n**3 / 4e-3)
+    assert own["bytes_per_s"] == pytest.approx(nbytes / 2e-3)
+    ceiling = ceilings(result, memory_gb_s=25.0)
+    assert ceiling["bytes_per_s"] == pytest.approx(25e9)
+    assert ceiling["ridge"] == pytest.approx(2 * n**3 / 4e-3 / 25e9)
+
+
+def _process_run(times, calls=1, copy_times=(1.0,)):
+    rows = [
+        bench.Timing(
+            "rope", list(times), bytes_moved=64, allocates=True, calls_per_sample=calls
+        ),
+        bench.Timing(
+            "clone",
+            list(copy_times),
+            bytes_moved=64,
+            is_copy=True,
+            allocates=True,
+            calls_per_sample=calls,
+        ),
+    ]
+    return benchmarks.SuiteResult(
+        "integer_tables",
+        {"device": "cpu", "copy_probe_ms": {"before": 1.0, "after": 1.1}},
+        rows,
+        notes=["a note"],
+    )
+
+
+def test_runs_in_separate_processes_merge_with_their_spread():
+    from pe_tutorial.benchmarks._core import merge_runs
+
+    merged = merge_runs(
+        [_process_run([1.0, 1.2]), _process_run([2.0, 2.2]), _process_run([1.4, 1.6])]
+    )
+    rope = merged.timing("rope")
+    assert rope.times_ms == [1.0, 1.2, 2.0, 2.2, 1.4, 1.6]
+    assert rope.process_medians_ms == pytest.approx([1.1, 2.1, 1.5])
+    # range of the medians (2.1 - 1.1) over the median of all six (1.5)
+    assert rope.process_spread == pytest.approx(1.0 / 1.5)
+    assert rope.copy_ms == merged.timing("clone").median_ms == 1.0
+    assert merged.environment["processes"] == 3
+    assert "runs %" in merged.table() and "3 separate processes" in merged.table()
+    with pytest.raises(ValueError, match="sampled unlike"):
+        merge_runs([_process_run([1.0]), _process_run([1.0], calls=4)])
+    other = _process_run([1.0])
+    other.timings[0].name = "other"
+    with pytest.raises(ValueError, match="different rows"):
+        merge_runs([_process_run([1.0]), other])
+
+
+def test_a_recording_in_processes_merges_them(tmp_path, monkeypatch):
+    """--record --processes 2 runs the suite twice in fresh processes and records
+    one file whose rows hold both processes' medians."""
+    argv = ["integer_tables", "--device", "cpu", "--record", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit):
+        benchmarks.main(["integer_tables", "--processes", "2"])  # needs --record
+    assert (
+        benchmarks.main([*argv, "--repeats", "2", "--processes", "2", "--force"]) == 0
+    )
+    (path,) = tmp_path.glob("bench-integer_tables--*.json")
+    result = benchmarks.SuiteResult.from_dict(json.loads(path.read_text()))
+    assert result.environment["processes"] == 2
+    assert all(len(t.process_medians_ms) == 2 for t in result.timings)
+    assert result.command.endswith("--processes 2")

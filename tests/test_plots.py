@@ -30,6 +30,7 @@ from pe_tutorial.pages.plots import (  # noqa: E402
     rope_scaling_ratios,
     self_attention_weights,
     shift_arcs,
+    stacked_bars,
     sweep_grid,
     turning_arrows,
     word_order_panels,
@@ -385,3 +386,32 @@ def test_the_sweep_grid_shows_every_setting_and_frames_each_scheme_s_best():
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="no sweep point of scheme 'alibi'"):
         sweep_grid(points, schemes=["alibi"], title="")
+
+
+def test_stacked_bars_put_each_part_after_the_last_and_label_the_totals():
+    rows = {
+        "nope": {"position": 0.0, "attention": 2.0, "rest": 6.0},
+        "rope": {"attention": 2.5, "position": 3.0, "rest": 6.5},
+    }
+    ax = stacked_bars(rows, title="a step", xlabel="ms")
+    drawn = {}
+    for container in ax.containers:
+        for label, patch in zip(["rope", "nope"], container.patches, strict=True):
+            drawn[label, container.get_label()] = (patch.get_x(), patch.get_width())
+    # the first row's parts, left to right, in every bar; the first row on top
+    assert drawn["nope", "position"] == (0.0, 0.0)
+    assert drawn["nope", "attention"] == (0.0, 2.0)
+    assert drawn["nope", "rest"] == (2.0, 6.0)
+    assert drawn["rope", "attention"] == (3.0, 2.5)
+    assert drawn["rope", "rest"] == (5.5, 6.5)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["rope", "nope"]
+    assert sorted(t.get_text().strip() for t in ax.texts) == ["12.0", "8.0"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["position", "attention", "rest"]
+    colours = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    assert len(set(colours.values())) == 3  # a colour per part
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="row 'rope' has parts"):
+        stacked_bars({"nope": {"a": 1.0}, "rope": {"b": 1.0}}, title="", xlabel="")
+    with pytest.raises(ValueError, match="at least one row"):
+        stacked_bars({}, title="", xlabel="")

@@ -26,6 +26,7 @@ with a copy of its own bytes (``timing``, whose ``ratio_text`` and
 
 from __future__ import annotations
 
+from ..memory import peak_memory
 from . import (  # noqa: F401  (register the suites)
     attention_bias,
     backward,
@@ -69,4 +70,5 @@ __all__ = [
     "ratio_text",
     "within_noise",
     "tensors_written",
+    "peak_memory",
 ]

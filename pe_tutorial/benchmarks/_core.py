@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
 import textwrap
 from collections.abc import Callable
@@ -290,6 +291,9 @@ def busy_reason(result: SuiteResult, recorded: list[SuiteResult]) -> str | None:
         quiet = run.environment.get("copy_probe_ms")
         if run is result or not quiet or device_slug(run.environment) != slug:
             continue
+        # a probe of another size (a run recorded before the probe grew) is no floor
+        if quiet.get("bytes", 64 * 2**20) != probe.get("bytes", 64 * 2**20):
+            continue
         floor = min(quiet["before"], quiet["after"])
         if min(before, after) > BUSY_FACTOR * floor:
             return (
@@ -308,6 +312,7 @@ def run(
     repeats: int | None = None,
     max_seconds: float | None = None,
     probes: bool = True,
+    calls_per_sample: int = 1,
     **options,
 ) -> SuiteResult:
     """Run suite ``name`` on ``device`` (default: the GPU if any) and return its result.
@@ -317,6 +322,9 @@ def run(
     (``bench.measure``), as a recording does. ``options`` go to the suite's
     builder (sizes; see each suite's docstring). ``probes=False`` leaves out
     the copies that tell a busy machine (a smoke run, which measures nothing).
+    ``calls_per_sample``: how many calls in a row a sample starts at
+    (``bench.measure``; a recording in several processes sets it so that
+    they all sample alike).
     """
     suite = check_suite(name)
     device = check_device(device)
@@ -334,6 +342,7 @@ def run(
         warmup=suite.warmup if warmup is None else warmup,
         repeats=repeats,
         max_seconds=None if max_seconds is None else max_seconds / len(groups),
+        calls=calls_per_sample,
     )
     after = bench.copy_probe(device) if probes else None
     command = f"python -m pe_tutorial.benchmarks {name} --device {device.type}"
@@ -347,7 +356,11 @@ def run(
         command=command,
     )
     if probes:
-        result.environment["copy_probe_ms"] = {"before": before, "after": after}
+        result.environment["copy_probe_ms"] = {
+            "before": before,
+            "after": after,
+            "bytes": bench.PROBE_BYTES,
+        }
         result.busy = busy_reason(result, load_recorded_runs(name))
     if substituted is not None:
         result.notes.insert(0, substituted)
@@ -356,7 +369,9 @@ def run(
     return result
 
 
-def _measure_alike(groups: list[list], **options) -> list[bench.Timing]:
+def _measure_alike(
+    groups: list[list], *, calls: int = 1, **options
+) -> list[bench.Timing]:
     """``bench.measure`` of each group, every row of every group sampled alike.
 
     Each ``measure`` samples its own rows alike, but groups measured apart may
@@ -365,7 +380,6 @@ def _measure_alike(groups: list[list], **options) -> list[bench.Timing]:
     grows, so this ends).
     """
     measured: list[list[bench.Timing] | None] = [None] * len(groups)
-    calls = 1
     while True:
         for i, group in enumerate(groups):
             if measured[i] is None or measured[i][0].calls_per_sample < calls:
@@ -376,6 +390,83 @@ def _measure_alike(groups: list[list], **options) -> list[bench.Timing]:
         calls = max(counts)
 
 
+def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
+    """One result from runs of one suite made in separate processes.
+
+    Each row keeps every process's samples (``times_ms``, so its median and
+    interquartile range are those of all the calls) and each process's
+    median (``Timing.process_medians_ms``: the table's ``runs %`` column is
+    their range, what a single process cannot show: the state a process
+    starts in, its allocator and its place in memory). Rows must match and
+    be sampled alike (the same ``calls_per_sample``), or this is a
+    ValueError. Copies are matched to rows again; the suite's report is
+    computed from the merged rows; the run is busy if any process was.
+    """
+    if not runs:
+        raise ValueError("merge_runs needs at least one run")
+    first = runs[0]
+    names = [t.name for t in first.timings]
+    for run in runs[1:]:
+        if run.suite != first.suite or [t.name for t in run.timings] != names:
+            raise ValueError(
+                f"runs of {first.suite!r} ({names}) and {run.suite!r} "
+                f"({[t.name for t in run.timings]}) have different rows"
+            )
+    counts = {t.calls_per_sample for run in runs for t in run.timings}
+    if len(counts) > 1:
+        raise ValueError(
+            f"the runs were sampled unlike (calls in a row: {sorted(counts)}); "
+            "measure them again from the largest count"
+        )
+    timings = []
+    for i, row in enumerate(first.timings):
+        rows = [run.timings[i] for run in runs]
+        faults = [t.faults_per_call for t in rows if t.faults_per_call is not None]
+        merged = bench.Timing.from_dict(row.to_dict())
+        merged.times_ms = [ms for t in rows for ms in t.times_ms]
+        merged.process_medians_ms = [t.median_ms for t in rows]
+        merged.faults_per_call = statistics.median(faults) if faults else None
+        timings.append(merged)
+    copy_median = {
+        (t.bytes_moved, t.allocates): t.median_ms for t in timings if t.is_copy
+    }
+    for timing in timings:
+        timing.copy_ms = copy_median.get((timing.bytes_moved, timing.allocates))
+    suite = SUITES.get(first.suite)
+    report = suite.report if suite is not None else None
+    notes = list(first.notes)
+    if report is not None:
+        own = report(first)
+        if own and notes[-len(own) :] == own:
+            notes = notes[: -len(own)]
+    environment = dict(first.environment)
+    environment["processes"] = len(runs)
+    probes = [run.environment.get("copy_probe_ms") for run in runs]
+    if all(probes):
+        environment["copy_probe_ms"] = {
+            **probes[0],
+            "after": probes[-1]["after"],
+            "each": probes,
+        }
+    merged_run = SuiteResult(
+        suite=first.suite,
+        environment=environment,
+        timings=timings,
+        notes=notes,
+        settings=dict(first.settings),
+        reference=first.reference,
+        command=first.command,
+        busy=next((run.busy for run in runs if run.busy), None),
+    )
+    merged_run.notes.append(
+        f"recorded as {len(runs)} separate processes, one after the other: each "
+        "row's times are all of theirs (notes such as compile times are the first's)"
+    )
+    if report is not None:
+        merged_run.notes.extend(report(merged_run))
+    return merged_run
+
+
 def results_dir() -> Path:
     """The package's ``results`` folder, where recorded runs ship (and ``--record`` writes)."""
     return Path(str(resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER))
@@ -383,10 +474,22 @@ def results_dir() -> Path:
 
 def device_slug(environment: dict) -> str:
     """A file-name part naming where a run was measured: ``cuda-nvidia-h100-80gb-hbm3``,
-    ``cpu-amd-epyc-2-threads`` (a CPU's speed depends on its threads)."""
+    ``cpu-intel-r-xeon-r-processor-6-143-8-llc-105mib-2-threads``.
+
+    On a CPU the name alone can be generic (a virtual machine's "Intel(R) Xeon(R)
+    Processor" covers several generations), so the slug adds what tells
+    hardware apart where the run recorded it: family-model-stepping, the
+    last-level cache, and the threads (a CPU's speed depends on them). A busy
+    machine is judged only against recorded runs of the same slug.
+    """
     kind = str(environment.get("device", "cpu")).split(":")[0]
     words = f"{kind} {environment.get('device_name', 'unknown')}"
     if kind == "cpu":
+        if environment.get("cpu_model"):
+            words += f" {environment['cpu_model']}"
+        cache = environment.get("last_level_cache_bytes")
+        if environment.get("cpu_model") and cache:
+            words += f" llc {round(cache / 2**20)}mib"
         words += f" {environment.get('threads', '?')} threads"
     return re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
 

@@ -184,6 +184,7 @@ def rope_backward_suite(
         case.shapes = {"q, k": list(shape)}
         case.dtype = dtype_name
         case.bytes_moved = nbytes
+        case.allocates = True  # autograd returns new outputs and new gradients
     notes += with_peak_memory(cases, device)
     return Plan(cases, notes=notes, settings={"shape": list(shape), "base": base})
 

@@ -7,6 +7,8 @@ are counted as read plus written, from the tensors a call must touch.
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 from torch import nn
 
@@ -62,6 +64,7 @@ def attention_lengths(
                 dtype=_dtype_name(dtype),
                 bytes_moved=(4 * seq_len**2 + 4 * seq_len * head_dim)
                 * q.element_size(),
+                allocates=True,
             )
         )
     return Plan(cases, settings={"lengths": lengths, "head_dim": head_dim})
@@ -91,6 +94,7 @@ def integer_tables(
             shapes,
             "float32",
             nbytes,
+            allocates=True,
         ),
         Case(
             "normalised, PE[p] = p / (T - 1)",
@@ -98,6 +102,7 @@ def integer_tables(
             shapes,
             "float32",
             nbytes,
+            allocates=True,
         ),
     ]
     return Plan(cases, settings=shapes)
@@ -139,6 +144,7 @@ def binary_tables(
             shapes,
             "float32",
             num_positions * num_bits * 4,
+            allocates=True,
         ),
         Case(
             "the same bits as uint8",
@@ -146,6 +152,7 @@ def binary_tables(
             shapes,
             "uint8",
             num_positions * num_bits,
+            allocates=True,
         ),
     ]
     return Plan(cases, settings=shapes)
@@ -176,6 +183,7 @@ def absolute_tables(
             shapes,
             "float32",
             nbytes,
+            allocates=True,
         ),
         Case(
             "sinusoidal table",
@@ -183,6 +191,7 @@ def absolute_tables(
             shapes,
             "float32",
             nbytes,
+            allocates=True,
         ),
         Case(
             "lookup in a stored table",
@@ -190,6 +199,7 @@ def absolute_tables(
             shapes,
             "float32",
             2 * nbytes,
+            allocates=True,
         ),
     ]
     return Plan(cases, settings=shapes)
@@ -226,6 +236,7 @@ def shift_matrix(
             shapes,
             "float32",
             nbytes,
+            allocates=True,
         ),
         Case(
             "table @ M_k^T (dense d x d)",
@@ -233,6 +244,7 @@ def shift_matrix(
             shapes,
             "float32",
             nbytes + m_k.numel() * 4,
+            allocates=True,
         ),
     ]
     return Plan(cases, settings={**shapes, "shift": shift})
@@ -265,7 +277,12 @@ def rope_implementations(
     nbytes = 2 * x.numel() * x.element_size()
     cases = [
         Case(
-            name, lambda fn=fn: fn(x, positions), {"x": list(shape)}, "float32", nbytes
+            name,
+            lambda fn=fn: fn(x, positions),
+            {"x": list(shape)},
+            "float32",
+            nbytes,
+            allocates=True,
         )
         for name, fn in implementations.items()
     ]
@@ -584,6 +601,7 @@ def latent_decode(
             shapes,
             _dtype_name(dtype),
             nbytes,
+            allocates=True,
         )
         for name, absorbed in (
             ("absorbed: score the latents", True),
@@ -669,4 +687,43 @@ def copy_regimes(result) -> dict[str, float]:
         "memory_gb_s": memory,
         "memory_from_bytes": copies[start].bytes_moved,
         "cache_gb_s": max(smaller),
+    }
+
+
+# the memory ceiling is read from copies at least this many times the largest
+# copy that still ran from cache
+CEILING_FACTOR = 4
+
+
+def memory_ceiling(result) -> dict[str, float]:
+    """The one memory bandwidth of a machine, from its ``copy_sizes`` run (chapter 10).
+
+    ``cache_edge_bytes`` is the largest copy that still ran faster than memory
+    (``copy_regimes``: more than ``MEMORY_BAND`` times the largest copy's
+    bandwidth), measured rather than read from the system; ``gb_s`` is the
+    median bandwidth of every copy of at least ``CEILING_FACTOR`` times that
+    size, where no cache can hold a useful share of the bytes, and
+    ``sizes`` says how many copies it is the median of. Every "share of the
+    memory bandwidth" in the book divides by this one number. A run whose
+    largest copy is not that far past the edge is a ValueError saying so.
+    """
+    regimes = copy_regimes(result)
+    copies = sorted(
+        (t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved
+    )
+    faster = [t for t in copies if t.bytes_moved < regimes["memory_from_bytes"]]
+    edge = faster[-1].bytes_moved if faster else None
+    floor = CEILING_FACTOR * edge if edge is not None else copies[0].bytes_moved
+    plateau = [t.bandwidth_gb_s for t in copies if t.bytes_moved >= floor]
+    if not plateau:
+        raise ValueError(
+            f"the largest copy ({bench.format_bytes(copies[-1].bytes_moved)}) is not "
+            f"{CEILING_FACTOR} times the largest that ran from cache "
+            f"({bench.format_bytes(edge)}); run copy_sizes with larger sizes"
+        )
+    return {
+        "gb_s": statistics.median(plateau),
+        "cache_edge_bytes": edge,
+        "from_bytes": floor,
+        "sizes": len(plateau),
     }

@@ -76,6 +76,16 @@ def _parser() -> argparse.ArgumentParser:
         "(with --record it needs --out)",
     )
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="with --record: run each suite in this many separate processes, one "
+        "after the other, and record them merged (the table shows their spread)",
+    )
+    parser.add_argument(
+        "--calls-per-sample", type=int, default=1, help=argparse.SUPPRESS
+    )
+    parser.add_argument(
         "--max-seconds",
         type=float,
         default=None,
@@ -117,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
         if args.max_seconds is not None and not args.max_seconds > 0:
             raise ValueError(f"--max-seconds must be positive, got {args.max_seconds}")
+        if args.processes < 1:
+            raise ValueError(f"--processes must be at least 1, got {args.processes}")
+        if args.processes > 1 and not args.record:
+            raise ValueError("--processes N merges a recording: give it with --record")
+        if args.processes > 1 and args.smoke:
+            raise ValueError("--smoke measures nothing: --processes has no use there")
         if args.smoke and args.record and not args.out:
             raise ValueError(
                 "--smoke records only into --out DIR: its tiny sizes are not a "
@@ -185,9 +201,63 @@ def _run_suite(suite, device, args, max_seconds: float | None):
     repeats = args.repeats
     if repeats is None and args.record:
         repeats = RECORD_ROUNDS * suite.default_repeats(device)
+    if args.processes > 1:
+        return _in_processes(suite, device, dtype, repeats, max_seconds, args)
     return _core.run(
-        suite.name, device, dtype, repeats=repeats, max_seconds=max_seconds
+        suite.name,
+        device,
+        dtype,
+        repeats=repeats,
+        max_seconds=max_seconds,
+        calls_per_sample=args.calls_per_sample,
     )
+
+
+def _in_processes(suite, device, dtype, repeats, max_seconds, args):
+    """The suite run in ``args.processes`` separate processes, merged.
+
+    Each process writes its result as JSON; a process that ended with
+    shorter samples than another (``calls_per_sample``) runs again from the
+    largest count, so that all are sampled alike (``_core.merge_runs``).
+    """
+    import subprocess
+    import tempfile
+
+    runs: list = [None] * args.processes
+    calls = 1
+    with tempfile.TemporaryDirectory() as folder:
+        while True:
+            for i in range(args.processes):
+                if runs[i] is not None and runs[i].timings[0].calls_per_sample >= calls:
+                    continue
+                path = Path(folder) / f"run-{i}.json"
+                command = [
+                    sys.executable,
+                    "-m",
+                    "pe_tutorial.benchmarks",
+                    suite.name,
+                    "--device",
+                    str(device),
+                    "--json",
+                    str(path),
+                    "--repeats",
+                    str(repeats),
+                    "--calls-per-sample",
+                    str(calls),
+                ]
+                if dtype is not None:
+                    command += ["--dtype", str(dtype)]
+                if max_seconds is not None:
+                    command += ["--max-seconds", str(max_seconds)]
+                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+                runs[i] = _core.SuiteResult.from_dict(json.loads(path.read_text()))
+            counts = {t.calls_per_sample for run in runs for t in run.timings}
+            if len(counts) == 1:
+                break
+            calls = max(counts)
+    merged = _core.merge_runs(runs)
+    merged.command += f" --processes {args.processes}"
+    return merged
 
 
 def _report(result, args) -> None:

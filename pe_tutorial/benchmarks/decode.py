@@ -255,6 +255,9 @@ def rope_decode_suite(
         case.shapes = {"q": list(x.q.shape), "k": list(x.k.shape)}
         case.dtype = dtype_name
         case.bytes_moved = nbytes
+        # every row returns a new rotated q (the cache rows write k into the
+        # cache they were given): each meets a clone of its bytes
+        case.allocates = True
         case.fn = _no_grad(case.fn)
     notes += with_peak_memory(cases, device)
     offsets = x.offsets.tolist()

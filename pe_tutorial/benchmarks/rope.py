@@ -31,9 +31,9 @@ _MATRIX_LIMIT = 2**28
 def default_shape(device: torch.device) -> tuple[int, int, int, int]:
     """(B, H, T, D): (8, 32, 2048, 128) on a GPU; (2, 16, 2048, 128) on a CPU.
 
-    On the CPU q and k are 16 MiB each in float32, and a call moves 64 MiB:
-    more than the last-level cache of the machines the book is built on, so
-    the copy measures memory, not cache.
+    On the CPU q and k are 32 MiB each in float32, and a call moves 128 MiB
+    (read and written): where the recorded copies of the machine the book is
+    built on run from memory (chapter 10 checks it), not from cache.
     """
     return (8, 32, 2048, 128) if device.type == "cuda" else (2, 16, 2048, 128)
 
@@ -41,6 +41,17 @@ def default_shape(device: torch.device) -> tuple[int, int, int, int]:
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
     tolerance = 1e-4 if dtype == torch.float32 else 3e-2
     return torch.allclose(a.float(), b.float(), atol=tolerance, rtol=tolerance)
+
+
+# the rows that write into outputs they were given, or in place; every other row
+# returns new tensors, and is compared with a clone of its bytes (like with like)
+WRITES_INTO_GIVEN = frozenset(
+    {
+        "fused, into given outputs (out=)",
+        "fused, in place",
+        "compiled, into given outputs",
+    }
+)
 
 
 def _checked_case(name, fn, expected, dtype, *, layout="bhtd") -> Case:
@@ -238,6 +249,7 @@ def rope_suite(
         case.shapes = {"q, k": list(shape)}
         case.dtype = dtype_name
         case.bytes_moved = nbytes
+        case.allocates = case.name not in WRITES_INTO_GIVEN
     notes += with_peak_memory(cases, device)
     return Plan(cases, notes=notes, settings={"shape": list(shape), "base": base})
 
@@ -252,9 +264,24 @@ CPU_TARGET = {
 GPU_TARGET = {"shape": [8, 32, 2048, 128], "dtype": "bfloat16", "of_copy": 0.85}
 
 
-def fastest_own(result) -> object:
-    """The fastest row that is the package's own (not a peer, not a copy)."""
-    own = [t for t in result.timings if not t.is_copy and t.name not in peers.PEERS]
+def fastest_own(result, *, allocates: bool | None = None) -> object:
+    """The fastest row that is the package's own (not a peer, not a copy).
+
+    ``allocates=True`` keeps only rows that return new tensors (as every peer
+    does), ``False`` only rows that write into given outputs or in place: a
+    peer is compared with the package like with like.
+    """
+    own = [
+        t
+        for t in result.timings
+        if not t.is_copy
+        and t.name not in peers.PEERS
+        and (allocates is None or t.allocates == allocates)
+    ]
+    if not own:
+        raise ValueError(
+            f"no row of the package's own with allocates={allocates} in this run"
+        )
     return min(own, key=lambda t: t.median_ms)
 
 
@@ -298,10 +325,11 @@ def check_targets(result) -> list[str]:
             f"measured {share:.0%}{verdict(met)}"
         )
         own_peers = [t for t in result.timings if t.name in peers.PEERS]
-        slower = all(best.median_ms < t.median_ms for t in own_peers)
+        allocating = fastest_own(result, allocates=True)
+        slower = all(allocating.median_ms < t.median_ms for t in own_peers)
         lines.append(
-            f"target: faster than every peer that ran ({len(own_peers)})"
-            f"{verdict(slower)}"
+            f"target: {allocating.name} faster than every peer that ran "
+            f"({len(own_peers)}; new outputs against new outputs){verdict(slower)}"
         )
         return lines
     ratio = best.ratio_to_copy
@@ -311,11 +339,14 @@ def check_targets(result) -> list[str]:
     )
     hf = hugging_face_row(result)
     if hf is not None:
-        speedup = hf.median_ms / best.median_ms
+        # like with like: the peer returns new tensors, so does the row it meets
+        allocating = fastest_own(result, allocates=True)
+        speedup = hf.median_ms / allocating.median_ms
         met = speedup >= target["vs_hf"]
         lines.append(
-            f"target: at least {target['vs_hf']:.0f}x faster than {hf.name}; "
-            f"measured {speedup:.1f}x{verdict(met)}"
+            f"target: {allocating.name} at least {target['vs_hf']:.0f}x faster than "
+            f"{hf.name} (both return new tensors); measured {speedup:.1f}x"
+            f"{verdict(met)}"
         )
     return lines
 
@@ -325,9 +356,9 @@ def rope_in_cache(
 ) -> Plan:
     """The ``rope`` suite on q and k small enough to stay in cache, uncompiled.
 
-    (1, 8, 128, 64): 256 KiB each in float32, about what one layer rotates
-    when a model decodes a few sequences a token at a time; fixed costs per
-    call weigh as much as the bytes here (chapter 10).
+    (1, 8, 128, 64): 256 KiB each in float32, what one layer rotates when
+    128 sequences decode a token each (8 heads of 64); fixed costs per call
+    weigh as much as the bytes here (chapter 10).
     """
     options.setdefault("compiled", False)
     return rope_suite(device, dtype, shape=shape, **options)
@@ -339,7 +370,7 @@ register(
         "10",
         "RoPE on q and k that stay in cache: fixed costs per call",
         rope_in_cache,
-        why="q and k of 128 tokens, 8 heads of 64: what a few sequences decoding rotate",
+        why="128 tokens, 8 heads of 64: one layer's q and k when 128 sequences decode",
         dtypes=("float32", "float16", "bfloat16"),
         gpu_dtype="bfloat16",
         warmup=5,

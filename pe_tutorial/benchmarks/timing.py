@@ -17,6 +17,15 @@ range is wider than ``NOISY_SPREAD`` of its median is marked as noisy. A
 case may also carry ``peak_bytes``, the most memory one call held above what
 was allocated before it (``memory.peak_memory``), shown as a column of MiB.
 
+Like with like: a case that returns new tensors (``Case.allocates``) is
+compared with a *clone* of its bytes (a copy into a new output), one that
+writes into outputs it was given, or in place, with a copy into a given
+output. On a CPU a new output is fresh memory the operating system may hand
+over a page at a time, a fault per 4 KiB the first time each page is
+written, and whether it does depends on what the process freed before; so
+each row also counts the minor page faults of its calls (``faults / call``)
+and the table shows them.
+
 Chapter 10 explains the method; ``pe_tutorial.benchmarks`` holds the suites.
 """
 
@@ -29,6 +38,11 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+try:  # minor page faults per call; the module exists on Unix only
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None
 
 import torch
 
@@ -59,6 +73,7 @@ __all__ = [
     "peak_bandwidth",
     "copy_case",
     "copy_probe",
+    "minor_faults",
     "PROBE_BYTES",
     "measure",
     "within_noise",
@@ -87,6 +102,10 @@ class Case:
 
     ``bytes_moved`` is what one call reads plus what it writes, counted from
     the tensors it must touch (not what an implementation happens to allocate).
+    A case with ``bytes_moved`` must say whether it ``allocates`` its outputs
+    (returns new tensors) or writes into outputs it was given (``out=``, in
+    place): ``measure`` compares the first with a clone of its bytes and the
+    second with a copy into a given output, like with like.
     ``peak_bytes`` is the most memory one call held above what was allocated
     before it, outputs included (``with_peak_memory``), where measured.
     """
@@ -98,6 +117,7 @@ class Case:
     bytes_moved: int | None = None
     is_copy: bool = False
     peak_bytes: int | None = None
+    allocates: bool | None = None
 
 
 @dataclass
@@ -108,8 +128,13 @@ class Timing:
     calls in a row where single calls disagreed too much (``measure``).
 
     ``copy_ms`` is the median time of a copy moving the same bytes, timed in
-    the same run (None when the row has no byte count). ``peak_bytes``: the
-    case's, if it was measured (``Case``).
+    the same run (None when the row has no byte count): a clone (into a new
+    output) for a row that ``allocates``, a copy into a given output for one
+    that does not. ``peak_bytes``: the case's, if it was measured (``Case``).
+    ``faults_per_call``: the median over samples of the minor page faults per
+    call (CPU only; None elsewhere). ``process_medians_ms``: for a recording
+    made in several processes (``benchmarks --record --processes N``), each
+    process's median; ``times_ms`` then holds every process's samples.
     """
 
     name: str
@@ -122,6 +147,9 @@ class Timing:
     # each of times_ms is the mean of this many calls in a row (bench.measure)
     calls_per_sample: int = 1
     peak_bytes: int | None = None
+    allocates: bool = False
+    faults_per_call: float | None = None
+    process_medians_ms: list[float] | None = None
 
     @property
     def median_ms(self) -> float:
@@ -159,6 +187,15 @@ class Timing:
             return None
         return self.median_ms / self.copy_ms
 
+    @property
+    def process_spread(self) -> float | None:
+        """Range of the processes' medians over the median of all samples (None
+        for a run made in one process): how much separate runs disagree."""
+        medians = self.process_medians_ms
+        if not medians or len(medians) < 2 or self.median_ms <= 0:
+            return None
+        return (max(medians) - min(medians)) / self.median_ms
+
     def ratio_to(self, other: Timing) -> float:
         """How many times longer this takes than ``other`` (median over median)."""
         return self.median_ms / other.median_ms
@@ -184,9 +221,19 @@ class Timing:
 # ---------------------------------------------------------------------------
 
 
-def _time_once(fn: Callable[[], object], device: torch.device, calls: int = 1) -> float:
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (threads included), or None
+    where the system does not count them."""
+    if resource is None:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _time_once(
+    fn: Callable[[], object], device: torch.device, calls: int = 1
+) -> tuple[float, float | None]:
     """Milliseconds per call of ``calls`` calls in a row, the device synchronised
-    before and after them."""
+    before and after them, and the minor page faults per call (CPU; else None)."""
     if device.type == "cuda":
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
@@ -195,11 +242,15 @@ def _time_once(fn: Callable[[], object], device: torch.device, calls: int = 1) -
             fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / calls
+        return start.elapsed_time(end) / calls, None
+    faults = minor_faults()
     begin = time.perf_counter()
     for _ in range(calls):
         fn()
-    return (time.perf_counter() - begin) * 1e3 / calls
+    elapsed = (time.perf_counter() - begin) * 1e3 / calls
+    if faults is None:
+        return elapsed, None
+    return elapsed, (minor_faults() - faults) / calls
 
 
 def format_bytes(nbytes: int) -> str:
@@ -212,29 +263,43 @@ def format_bytes(nbytes: int) -> str:
     raise AssertionError("unreachable")
 
 
-def copy_case(nbytes: int, device: torch.device | str) -> Case:
+def copy_case(
+    nbytes: int, device: torch.device | str, *, allocating: bool = False
+) -> Case:
     """A copy that moves ``nbytes`` in all: read ``nbytes / 2``, write as many.
 
-    The memory-bandwidth limit that a row moving ``nbytes`` is compared with.
+    The memory-bandwidth limit that a row moving ``nbytes`` is compared with:
+    into an output that exists already, or, ``allocating``, into a new one
+    each call (a clone), the floor of a row that returns new tensors.
     """
     if not isinstance(nbytes, int) or nbytes < 8:
         raise ValueError(f"a copy needs at least 8 bytes moved, got {nbytes!r}")
     device = torch.device(device)
     numel = max(1, nbytes // 8)  # float32 elements read (and as many written)
     source = torch.randn(numel, device=device)
-    target = torch.empty_like(source)
+    if allocating:
+        name, fn = f"clone, {format_bytes(8 * numel)} moved (new output)", source.clone
+    else:
+        target = torch.empty_like(source)
+        name = f"copy, {format_bytes(8 * numel)} moved"
+        fn = lambda: target.copy_(source)  # noqa: E731
     return Case(
-        f"copy, {format_bytes(8 * numel)} moved",
-        lambda: target.copy_(source),
+        name,
+        fn,
         shapes={"x": [numel]},
         dtype="float32",
         bytes_moved=8 * numel,
         is_copy=True,
+        allocates=allocating,
     )
 
 
-# the copy that tells a busy machine from a quiet one: larger than a CPU's caches
-PROBE_BYTES = 64 * 2**20
+# the copy that tells a busy machine from a quiet one: in the memory regime, at
+# least four times the largest copy that still ran from cache on the machines the
+# book has met (the recorded copy_sizes run; a test holds the two together), since
+# contention for memory is what a busy neighbour causes and a cache-sized probe
+# would barely see it
+PROBE_BYTES = 256 * 2**20
 
 
 def copy_probe(device: torch.device | str, *, nbytes: int = PROBE_BYTES) -> float:
@@ -249,7 +314,7 @@ def copy_probe(device: torch.device | str, *, nbytes: int = PROBE_BYTES) -> floa
     for _ in range(2):
         case.fn()
     synchronize(device)
-    return statistics.median(_time_once(case.fn, device) for _ in range(7))
+    return statistics.median(_time_once(case.fn, device)[0] for _ in range(7))
 
 
 def with_peak_memory(cases: Sequence[Case], device: torch.device | str) -> list[str]:
@@ -296,6 +361,11 @@ def measure(
 ) -> list[Timing]:
     """Time ``cases`` interleaved, each against a copy of its own bytes.
 
+    The copy is of the same kind as the case: a clone (a new output each
+    call) for a case that ``allocates``, a copy into a given output for one
+    that does not. On a CPU each sample also counts the minor page faults of
+    its calls (``Timing.faults_per_call``, the median per call).
+
     Every case (and, with ``copy_baselines``, one copy per distinct byte count,
     listed after the cases) is called ``warmup`` times, then ``repeats``
     rounds follow; each round calls every case once, in an order shuffled
@@ -331,26 +401,37 @@ def measure(
     cases = list(cases)
     if not cases:
         raise ValueError("measure needs at least one Case")
+    for case in cases if copy_baselines else []:
+        if case.bytes_moved is not None and case.allocates is None and not case.is_copy:
+            raise ValueError(
+                f"case {case.name!r} says how many bytes it moves but not whether it "
+                "allocates its outputs: give Case(..., allocates=True) if it returns "
+                "new tensors (it is then compared with a clone of its bytes), or "
+                "allocates=False if it writes into outputs it was given or in place"
+            )
     device = torch.device(device) if device is not None else default_device()
-    copies: dict[int, Case] = {}
+    copies: dict[tuple[int, bool], Case] = {}
     if copy_baselines:
-        own = {case.bytes_moved for case in cases if case.is_copy}
+        own = {
+            (case.bytes_moved, bool(case.allocates)) for case in cases if case.is_copy
+        }
         for case in cases:
-            nbytes = case.bytes_moved
-            if nbytes is not None and nbytes not in own and nbytes not in copies:
-                copies[nbytes] = copy_case(nbytes, device)
+            key = (case.bytes_moved, bool(case.allocates))
+            if key[0] is not None and key not in own and key not in copies:
+                copies[key] = copy_case(key[0], device, allocating=key[1])
     everything = cases + list(copies.values())
     for case in everything:
         for _ in range(warmup):
             case.fn()
     synchronize(device)
     times: list[list[float]] = [[] for _ in everything]
+    faults: list[list[float]] = [[] for _ in everything]
     calls = calls_per_sample  # calls in a row that one sample averages, every row
     # the rows' last full sets of samples (at least `repeats` each) before they
     # started again with longer ones: what they keep if the caps end the rounds
     # before the new sets are full (on a busy machine), so no row comes back
     # without times, and all of them sampled alike
-    kept: tuple[int, list[list[float]]] | None = None
+    kept: tuple[int, list[list[float]], list[list[float]]] | None = None
     order = random.Random(0)
     start = time.perf_counter()
     rounds = 0
@@ -361,19 +442,22 @@ def measure(
         and any(len(row) < repeats or _spread(row) > NOISY_SPREAD for row in times)
     ):
         for i in order.sample(range(len(everything)), len(everything)):
-            times[i].append(_time_once(everything[i].fn, device, calls))
+            elapsed, row_faults = _time_once(everything[i].fn, device, calls)
+            times[i].append(elapsed)
+            if row_faults is not None:
+                faults[i].append(row_faults)
         rounds += 1
         if max_seconds is None:
             continue
         if any(
             len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD for row in times
         ):
-            kept = (calls, [list(row) for row in times])
+            kept = (calls, [list(row) for row in times], [list(r) for r in faults])
             calls *= BATCH_GROWTH
-            for row in times:
+            for row in times + faults:
                 row.clear()
     if kept is not None and any(len(row) < repeats for row in times):
-        calls, times = kept
+        calls, times, faults = kept
     timings = [
         Timing(
             case.name,
@@ -384,14 +468,19 @@ def measure(
             is_copy=case.is_copy,
             calls_per_sample=calls,
             peak_bytes=case.peak_bytes,
+            allocates=bool(case.allocates),
+            faults_per_call=statistics.median(case_faults) if case_faults else None,
         )
-        for case, case_times in zip(everything, times)
+        for case, case_times, case_faults in zip(everything, times, faults)
     ]
     # a copy among the cases is its own baseline (and that of rows of its size)
-    copy_median = {t.bytes_moved: t.median_ms for t in timings if t.is_copy}
+    copy_median = {
+        (t.bytes_moved, t.allocates): t.median_ms for t in timings if t.is_copy
+    }
     for timing in timings:
-        if timing.bytes_moved in copy_median:
-            timing.copy_ms = copy_median[timing.bytes_moved]
+        key = (timing.bytes_moved, timing.allocates)
+        if key in copy_median:
+            timing.copy_ms = copy_median[key]
     return timings
 
 
@@ -582,6 +671,8 @@ class _Columns:
     memory: bool = False
     # "cpu" or "cuda": how the memory column was measured (the footer says)
     device_type: str | None = None
+    faults: bool = False
+    processes: int = 0
 
     @classmethod
     def choose(cls, timings: list[Timing], peak, ref: Timing | None) -> _Columns:
@@ -601,7 +692,13 @@ class _Columns:
         memory = any(t.peak_bytes is not None for t in timings)
         if memory:
             names.append("peak MiB")
-        return cls(names, bandwidth, peak, copy, ref, memory)
+        faults = any(t.faults_per_call is not None for t in timings)
+        if faults:
+            names.append("faults")
+        processes = max(len(t.process_medians_ms or []) for t in timings)
+        if processes > 1:
+            names.append("runs %")
+        return cls(names, bandwidth, peak, copy, ref, memory, None, faults, processes)
 
     def row(self, t: Timing) -> list[str]:
         q1, q3 = t.quartiles_ms
@@ -621,14 +718,25 @@ class _Columns:
             row.append(f"{t.ratio_to(self.ref):.2f}")
         if self.memory:
             row.append("" if t.peak_bytes is None else _mib(t.peak_bytes))
+        if self.faults:
+            row.append("" if t.faults_per_call is None else f"{t.faults_per_call:.0f}")
+        if self.processes > 1:
+            spread = t.process_spread
+            row.append("" if spread is None else f"{100 * spread:.0f}")
         return row
 
     def footer(self, timings: list[Timing]) -> list[str]:
         footer = []
         if self.copy:
-            footer.append(
+            text = (
                 "x copy: median over that of a copy moving the same bytes in this run"
             )
+            if any(t.is_copy and t.allocates for t in timings):
+                text += (
+                    ": a clone (into a new output) for rows that return new tensors, "
+                    "a copy into a given output for the others"
+                )
+            footer += textwrap.wrap(text, width=88, subsequent_indent="  ")
         if self.ref is not None:
             footer.append(f"x ref: median over that of {self.ref.name!r}")
         if self.memory:
@@ -639,6 +747,16 @@ class _Columns:
                 + (f"; measured from {method}" if method else "")
             )
             footer += textwrap.wrap(text, width=88, subsequent_indent="  ")
+        if self.faults:
+            footer.append(
+                "faults: minor page faults per call (fresh memory handed over a page "
+                "at a time)"
+            )
+        if self.processes > 1:
+            footer.append(
+                f"runs %: range of the medians of {self.processes} separate processes, "
+                "over the median of all"
+            )
         if any(t.noisy for t in timings):
             footer.append(
                 f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too "

@@ -709,3 +709,39 @@ def sweep_grid(points, *, schemes: list[str], title: str, ax=None):
     ax.set(title=title, xlabel="peak learning rate")
     ax.figure.colorbar(image, ax=ax, label="bits per byte at L")
     return ax, labels
+
+
+def stacked_bars(rows: dict, *, title: str, xlabel: str, ax=None):
+    """Horizontal bars split into parts, one bar per row (chapter 10: a training
+    step's time by group, per scheme).
+
+    ``rows`` maps a bar's label to ``{part: value}``. Every bar has the same
+    parts, drawn left to right in the first bar's order, one colour per part
+    (``OTHER_COLOURS`` after black), with a legend under the axes. Bars go top
+    to bottom in ``rows``' order, each with its total at its end. Returns the
+    axes.
+    """
+    if not rows:
+        raise ValueError("stacked_bars needs at least one row")
+    parts = list(next(iter(rows.values())))
+    for label, values in rows.items():
+        if sorted(values) != sorted(parts):
+            raise ValueError(
+                f"row {label!r} has parts {sorted(values)}; every row needs {parts}"
+            )
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 2), constrained_layout=True)
+    labels = list(rows)[::-1]  # barh draws upwards: the first row on top
+    left = [0.0] * len(labels)
+    palette = OTHER_COLOURS[1:]
+    colours = [palette[i % len(palette)] for i in range(len(parts))]
+    for part, colour in zip(parts, colours, strict=True):
+        widths = [float(rows[label][part]) for label in labels]
+        ax.barh(labels, widths, left=left, color=colour, label=part)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    for y, total in enumerate(left):
+        ax.text(total, y, f" {total:.1f}", va="center")
+    ax.set_xlim(0, 1.12 * max(left))
+    ax.set(title=title, xlabel=xlabel)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(parts))
+    return ax
