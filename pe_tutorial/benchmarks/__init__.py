@@ -19,9 +19,11 @@ the same on every build. From a shell::
     python -m pe_tutorial.benchmarks --all --record
 
 ``--record`` writes ``pe_tutorial/results/bench-<suite>--<device>.json``, the
-files the chapters read. Every row is timed interleaved with the others and compared
-with a copy of its own bytes (``timing``, whose ``ratio_text`` and
-``within_noise`` the prose uses through this package).
+files the chapters read (``--processes 3`` records three separate processes
+merged). Every row is timed interleaved with the others, its page faults
+counted, and compared with a copy of its own bytes and kind: a clone for a row
+that returns new tensors (``timing``, whose ``ratio_text`` and ``within_noise``
+the prose uses through this package).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from ._core import (
     show,
 )
 from .cli import main
-from .timing import ratio_text, tensors_written, within_noise
+from .timing import PROBE_BYTES, ratio_text, tensors_written, within_noise
 
 __all__ = [
     "SUITES",
@@ -70,5 +72,6 @@ __all__ = [
     "ratio_text",
     "within_noise",
     "tensors_written",
+    "PROBE_BYTES",
     "peak_memory",
 ]

@@ -20,6 +20,7 @@ from ..encodings.absolute import (
     integer_encoding,
     sinusoidal_at,
     sinusoidal_encoding,
+    sinusoidal_frequencies,
     sinusoidal_shift_matrix,
 )
 from ..encodings.alibi import ALiBiBias
@@ -169,13 +170,28 @@ def absolute_tables(
     up in a stored one (chapter 4).
 
     Building writes ``N x d`` floats; a lookup reads as many and writes as many.
-    (The binary code has only ``log2 N`` columns: chapter 3 times it.)
+    The sinusoidal table's arithmetic is also timed alone: the sines and
+    cosines of its ``N x d/2`` angles written into outputs that exist, so no
+    fresh memory is involved (chapter 4 weighs the two). (The binary code has
+    only ``log2 N`` columns: chapter 3 times it.)
     """
     num_positions, dim = _table_size(device, num_positions, dim)
     shapes = {"table": [num_positions, dim]}
     nbytes = num_positions * dim * 4
     stored = nn.Embedding(num_positions, dim).to(device).requires_grad_(False)
     positions = torch.arange(num_positions, device=device)
+    # the table's arithmetic alone: its sines and cosines, into outputs that exist
+    angles = positions.float()[:, None] * sinusoidal_frequencies(dim).to(device)
+    sines, cosines = torch.empty_like(angles), torch.empty_like(angles)
+
+    def sines_and_cosines():
+        torch.sin(angles, out=sines)
+        torch.cos(angles, out=cosines)
+
+    sines_and_cosines()
+    table = torch.stack((sines, cosines), dim=-1).flatten(-2)
+    if not torch.equal(table, sinusoidal_encoding(num_positions, dim, device=device)):
+        raise AssertionError("the sines and cosines are not the sinusoidal table's")
     cases = [
         Case(
             "integer table",
@@ -192,6 +208,14 @@ def absolute_tables(
             "float32",
             nbytes,
             allocates=True,
+        ),
+        Case(
+            "its sines and cosines alone, into given outputs",
+            sines_and_cosines,
+            {"angles": list(angles.shape)},
+            "float32",
+            4 * angles.nbytes,  # the angles read twice, sines and cosines written
+            allocates=False,
         ),
         Case(
             "lookup in a stored table",
