@@ -51,11 +51,13 @@ def test_each_chapter_suite_runs_and_says_what_it_timed(name):
     assert result.suite == name and result.environment["device"] == "cpu"
     rows = [t for t in result.timings if not t.is_copy]
     assert rows and all(len(t.times_ms) == 2 and t.shapes for t in rows)
-    # a row with a byte count has a copy of exactly its bytes beside it
-    copies = {t.bytes_moved: t.median_ms for t in result.timings if t.is_copy}
+    # a row with a byte count has a copy of exactly its bytes and kind beside it
+    copies = {
+        (t.bytes_moved, t.allocates): t.median_ms for t in result.timings if t.is_copy
+    }
     for t in rows:
         if t.bytes_moved is not None:
-            assert t.copy_ms == copies[t.bytes_moved]
+            assert t.copy_ms == copies[t.bytes_moved, t.allocates]
     table = result.table()
     assert table.splitlines()[0].startswith(result.environment["device_name"])
     assert f"sizes: {benchmarks.SUITES[name].why}" in table
@@ -88,6 +90,12 @@ def test_copy_for_finds_the_copy_of_a_rows_bytes():
     lookup = result.timing("lookup in a stored table")
     copy = result.copy_for(lookup)
     assert copy.is_copy and copy.bytes_moved == lookup.bytes_moved
+    # of its kind: the lookup returns a new tensor and meets a clone; the sines
+    # written into given outputs meet a copy into a given output
+    assert copy.allocates and copy.name.startswith("clone")
+    sines = result.timing("sines and cosines alone (out=)")
+    assert not result.copy_for(sines).allocates
+    assert result.copy_for(sines).name.startswith("copy")
     with pytest.raises(ValueError, match="no copy of 'x'"):
         result.copy_for(bench.Timing("x", [1.0], bytes_moved=3))
 

@@ -176,9 +176,15 @@ class SuiteResult:
         raise ValueError(f"no row {name!r} in suite {self.suite!r}; rows: {names}")
 
     def copy_for(self, timing: bench.Timing) -> bench.Timing:
-        """The copy row that moved the same bytes as ``timing`` in this run."""
+        """The copy row that moved the same bytes as ``timing`` in this run, of its
+        kind: a clone for a row that allocates its outputs, else a copy into a
+        given output."""
         for row in self.timings:
-            if row.is_copy and row.bytes_moved == timing.bytes_moved:
+            if (
+                row.is_copy
+                and row.bytes_moved == timing.bytes_moved
+                and row.allocates == timing.allocates
+            ):
                 return row
         raise ValueError(f"no copy of {timing.name!r}'s bytes in suite {self.suite!r}")
 

@@ -210,7 +210,7 @@ def absolute_tables(
             allocates=True,
         ),
         Case(
-            "its sines and cosines alone, into given outputs",
+            "sines and cosines alone (out=)",
             sines_and_cosines,
             {"angles": list(angles.shape)},
             "float32",
