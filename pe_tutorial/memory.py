@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["tensors_written", "peak_memory", "PEAK_METHOD"]
+__all__ = ["tensors_written", "peak_memory", "PEAK_METHOD", "quiet_stderr"]
 
 # how peak_memory measures, by device type: what a table's footer says
 PEAK_METHOD = {
@@ -116,7 +116,7 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str) -> int:
             "to measure CPU memory from"
         ) from error
     with (
-        _quiet_stderr(),
+        quiet_stderr(),
         profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
     ):
         result = fn()
@@ -141,7 +141,7 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str) -> int:
 
 
 @contextlib.contextmanager
-def _quiet_stderr():
+def quiet_stderr():
     """Send file descriptor 2 to /dev/null for the block (kineto prints there in C++)."""
     sys.stderr.flush()
     saved = os.dup(2)

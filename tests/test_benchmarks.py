@@ -3,6 +3,7 @@ checks its arguments, writes JSON and records files that the chapters load."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -907,3 +908,34 @@ def test_a_recording_in_processes_merges_them(tmp_path, monkeypatch):
     assert result.environment["processes"] == 2
     assert all(len(t.process_medians_ms) == 2 for t in result.timings)
     assert result.command.endswith("--processes 2")
+
+
+def test_merging_redoes_the_report_once_even_when_it_measures(monkeypatch):
+    """A report that measures (the profile) gives other lines each time: merging
+    drops what the first run's report wrote, by count, and reports once."""
+    from pe_tutorial.benchmarks import _core
+
+    calls = []
+
+    def measuring_report(result):
+        calls.append(1)
+        return [f"profile number {len(calls)}"]
+
+    suite = _core.SUITES["integer_tables"]
+    monkeypatch.setitem(
+        _core.SUITES,
+        "integer_tables",
+        dataclasses.replace(suite, report=measuring_report),
+    )
+    runs = []
+    for times in ([1.0], [2.0]):
+        run = _process_run(times)
+        run.notes.append(f"profile of its own process {len(runs)}")
+        run.report_notes = 1
+        runs.append(run)
+    merged = _core.merge_runs(runs)
+    assert merged.notes[0] == "a note" and merged.notes[-1] == "profile number 1"
+    assert not any("of its own process" in note for note in merged.notes)
+    assert merged.report_notes == 1 and len(calls) == 1
+    again = benchmarks.SuiteResult.from_dict(merged.to_dict())
+    assert again.report_notes == 1

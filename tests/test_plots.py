@@ -17,6 +17,7 @@ from pe_tutorial.attention.equivariance import SelfAttention  # noqa: E402
 from pe_tutorial.encodings.rope import rope_frequencies  # noqa: E402
 from pe_tutorial.lm.registry import scheme_names  # noqa: E402
 from pe_tutorial.pages.plots import (  # noqa: E402
+    OTHER_COLOURS,
     SCHEME_COLOURS,
     heatmap_stack,
     learning_curves,
@@ -410,6 +411,12 @@ def test_stacked_bars_put_each_part_after_the_last_and_label_the_totals():
     assert legend == ["position", "attention", "rest"]
     colours = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
     assert len(set(colours.values())) == 3  # a colour per part
+    plt.close(ax.figure)
+    grey = {"rest": "#d0d0d0"}
+    ax = stacked_bars(rows, title="", xlabel="", colours=grey)
+    drawn = {c.get_label(): c.patches[0].get_facecolor() for c in ax.containers}
+    assert matplotlib.colors.to_hex(drawn["rest"]) == "#d0d0d0"
+    assert matplotlib.colors.to_hex(drawn["position"]) == OTHER_COLOURS[1]
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="row 'rope' has parts"):
         stacked_bars({"nope": {"a": 1.0}, "rope": {"b": 1.0}}, title="", xlabel="")

@@ -151,6 +151,8 @@ class SuiteResult:
     command: str = ""
     # why this run's machine was busy (its numbers are not evidence), or None
     busy: str | None = None
+    # how many of the last notes the suite's report wrote (merge_runs redoes them)
+    report_notes: int = 0
 
     def table(self, title: str = "") -> str:
         text = bench.format_table(
@@ -197,6 +199,7 @@ class SuiteResult:
             "reference": self.reference,
             "notes": self.notes,
             "busy": self.busy,
+            "report_notes": self.report_notes,
             "results": [t.to_dict() for t in self.timings],
         }
 
@@ -214,6 +217,7 @@ class SuiteResult:
             reference=document.get("reference"),
             command=document.get("command", ""),
             busy=document.get("busy"),
+            report_notes=document.get("report_notes", 0),
         )
 
 
@@ -371,7 +375,9 @@ def run(
     if substituted is not None:
         result.notes.insert(0, substituted)
     if suite.report is not None:
-        result.notes.extend(suite.report(result))
+        lines = suite.report(result)
+        result.notes.extend(lines)
+        result.report_notes = len(lines)
     return result
 
 
@@ -440,11 +446,9 @@ def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
         timing.copy_ms = copy_median.get((timing.bytes_moved, timing.allocates))
     suite = SUITES.get(first.suite)
     report = suite.report if suite is not None else None
-    notes = list(first.notes)
-    if report is not None:
-        own = report(first)
-        if own and notes[-len(own) :] == own:
-            notes = notes[: -len(own)]
+    # the first run's notes without what its report wrote: the report is done
+    # again on the merged rows (a report may also measure, as the profile does)
+    notes = list(first.notes[: len(first.notes) - first.report_notes])
     environment = dict(first.environment)
     environment["processes"] = len(runs)
     probes = [run.environment.get("copy_probe_ms") for run in runs]
@@ -469,7 +473,9 @@ def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
         "row's times are all of theirs (notes such as compile times are the first's)"
     )
     if report is not None:
-        merged_run.notes.extend(report(merged_run))
+        lines = report(merged_run)
+        merged_run.notes.extend(lines)
+        merged_run.report_notes = len(lines)
     return merged_run
 
 

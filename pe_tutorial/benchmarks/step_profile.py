@@ -69,6 +69,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from ..attention.core import MultiHeadAttention
 from ..attention.position_scheme import PositionScheme
 from ..devices import synchronize
+from ..memory import quiet_stderr
 from ._core import Plan, Suite, register
 from .chapters import QUICK_MODEL, quick_model, train_step, train_step_sizes
 
@@ -573,7 +574,7 @@ def profile_train_step(
             step = profiled_step(net, tokens, adam)
             # the same calls as the suite's step, warmed up under a profile thrown
             # away: the profiler's start-up is not the first scheme's
-            with labelled(net), profile(activities=activities):
+            with labelled(net), quiet_stderr(), profile(activities=activities):
                 for _ in range(warmup):
                     step()
                 synchronize(device)
@@ -581,7 +582,11 @@ def profile_train_step(
         # the schemes take turns, so a slow spell of the machine hits them alike
         for _ in range(steps):
             for scheme, (net, step, profiles) in runs.items():
-                with labelled(net), profile(activities=activities) as prof:
+                with (
+                    labelled(net),
+                    quiet_stderr(),
+                    profile(activities=activities) as prof,
+                ):
                     step()
                     synchronize(device)
                 attributed, total_us, counted = attribute(prof.events())

@@ -711,15 +711,17 @@ def sweep_grid(points, *, schemes: list[str], title: str, ax=None):
     return ax, labels
 
 
-def stacked_bars(rows: dict, *, title: str, xlabel: str, ax=None):
+def stacked_bars(
+    rows: dict, *, title: str, xlabel: str, ax=None, colours: dict | None = None
+):
     """Horizontal bars split into parts, one bar per row (chapter 10: a training
     step's time by group, per scheme).
 
     ``rows`` maps a bar's label to ``{part: value}``. Every bar has the same
     parts, drawn left to right in the first bar's order, one colour per part
-    (``OTHER_COLOURS`` after black), with a legend under the axes. Bars go top
-    to bottom in ``rows``' order, each with its total at its end. Returns the
-    axes.
+    (``colours[part]`` where given, else the next of ``OTHER_COLOURS`` after
+    black), with a legend under the axes. Bars go top to bottom in ``rows``'
+    order, each with its total at its end. Returns the axes.
     """
     if not rows:
         raise ValueError("stacked_bars needs at least one row")
@@ -733,9 +735,10 @@ def stacked_bars(rows: dict, *, title: str, xlabel: str, ax=None):
         _, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 2), constrained_layout=True)
     labels = list(rows)[::-1]  # barh draws upwards: the first row on top
     left = [0.0] * len(labels)
-    palette = OTHER_COLOURS[1:]
-    colours = [palette[i % len(palette)] for i in range(len(parts))]
-    for part, colour in zip(parts, colours, strict=True):
+    palette = iter(OTHER_COLOURS[1:] * (len(parts) // (len(OTHER_COLOURS) - 1) + 1))
+    given = colours or {}
+    for part in parts:
+        colour = given[part] if part in given else next(palette)
         widths = [float(rows[label][part]) for label in labels]
         ax.barh(labels, widths, left=left, color=colour, label=part)
         left = [a + b for a, b in zip(left, widths, strict=True)]
