@@ -430,3 +430,31 @@ def test_ratio_text_says_within_noise_where_the_rows_overlap():
     c = make_timing([19.0, 20.0, 20.0, 20.0, 21.0])
     assert bench.ratio_text(c, a) == "2.00 times"
     assert bench.ratio_text(b, a, digits=1) == "1.1 times (within noise)"
+
+
+def test_a_table_too_wide_for_a_page_wraps_its_long_names():
+    """Columns that would pass 88 characters wrap the long names under their row,
+    indented, and keep every number in its column."""
+    long = "a row whose name goes on and on, as peers' names do"
+    rows = [
+        bench.Timing(long, [1.0], bytes_moved=2**20, copy_ms=0.5, peak_bytes=2**20),
+        bench.Timing("short", [2.0], bytes_moved=2**20, copy_ms=0.5, peak_bytes=2**20),
+    ]
+    for row in rows:
+        row.faults_per_call, row.process_medians_ms = 3.0, [1.0, 1.1, 0.9]
+    table = bench.format_table(rows)
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= bench.TABLE_WIDTH
+    first = next(i for i, line in enumerate(lines) if line.startswith("a row"))
+    assert lines[first].rstrip().endswith("20")  # its numbers, runs % last
+    # the rest of its name under it, indented: read back, the whole name
+    rest = []
+    for line in lines[first + 1 :]:
+        if not line.startswith("  "):
+            break
+        rest.append(line.strip())
+    assert rest
+    assert " ".join([lines[first].split("  ")[0], *rest]) == long
+    # a table that fits is left alone
+    narrow = bench.format_table([bench.Timing(long, [1.0])])
+    assert any(line.startswith(long + "  ") for line in narrow.splitlines())

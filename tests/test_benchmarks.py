@@ -62,7 +62,9 @@ def test_each_chapter_suite_runs_and_says_what_it_timed(name):
     table = result.table()
     assert table.splitlines()[0].startswith(result.environment["device_name"])
     assert f"sizes: {benchmarks.SUITES[name].why}" in table
-    assert all(t.name in table for t in result.timings)
+    # a long name may wrap onto indented lines under its row (test_bench checks
+    # how); its first words start the row
+    assert all(t.name.split()[0] in table for t in result.timings)
     assert max(len(line) for line in table.splitlines()) <= 88
 
 

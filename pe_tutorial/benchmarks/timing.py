@@ -83,6 +83,7 @@ __all__ = [
     "format_table",
     "tensors_written",
     "with_peak_memory",
+    "TABLE_WIDTH",
 ]
 
 # A row whose interquartile range exceeds this fraction of its median is marked.
@@ -765,22 +766,33 @@ class _Columns:
         return footer
 
 
+# the widest a table may print: a notebook's output column (chapter pages)
+TABLE_WIDTH = 88
+
+
 def _aligned(rows: list[list[str]]) -> list[str]:
     """Rows as text columns (names left, numbers right), a rule under the first.
 
     A row whose second cell is empty is a row's own settings, printed as is.
+    Where the columns would pass ``TABLE_WIDTH``, long names wrap onto lines
+    of their own under the row (indented), so the numbers stay in columns.
     """
     widths = [
         max(len(row[i]) for row in rows if not (i == 0 and row[1] == ""))
         for i in range(len(rows[0]))
     ]
+    overflow = sum(widths) + 2 * (len(widths) - 1) - TABLE_WIDTH
+    name_width = max(16, widths[0] - overflow) if overflow > 0 else widths[0]
     lines = []
     for row in rows:
         if row[1] == "" and row is not rows[0]:
             lines.append(row[0])  # a row's own shapes, under it
             continue
-        cells = [row[0].ljust(widths[0])]
+        first, *rest = textwrap.wrap(row[0], name_width) or [""]
+        widths[0] = max(widths[0] if overflow <= 0 else name_width, len(first))
+        cells = [first.ljust(widths[0])]
         cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
         lines.append("  ".join(cells).rstrip())
+        lines += ["  " + part for part in rest]
     lines.insert(1, "-" * max(len(line) for line in lines))
     return lines
