@@ -23,6 +23,7 @@ from pe_tutorial.pages.plots import (  # noqa: E402
     learning_curves,
     length_curves,
     line_plot,
+    logit_scale_panels,
     passkey_grid,
     passkey_grids,
     position_curves,
@@ -34,6 +35,7 @@ from pe_tutorial.pages.plots import (  # noqa: E402
     stacked_bars,
     sweep_grid,
     turning_arrows,
+    wavelength_stretch_panels,
     word_order_panels,
 )
 
@@ -422,3 +424,44 @@ def test_stacked_bars_put_each_part_after_the_last_and_label_the_totals():
         stacked_bars({"nope": {"a": 1.0}, "rope": {"b": 1.0}}, title="", xlabel="")
     with pytest.raises(ValueError, match="at least one row"):
         stacked_bars({}, title="", xlabel="")
+
+
+def test_wavelength_stretch_panels_draw_wavelengths_and_old_over_new():
+    plain = torch.tensor([1.0, 0.1, 0.01])
+    scaled = {"a": plain / torch.tensor([1.0, 2.0, 4.0]), "b": plain / 8}
+    top, bottom = wavelength_stretch_panels(
+        plain, scaled, lengths={"L": 64, "sL": 512}, factor=8.0
+    )
+    curves = {line.get_label(): line.get_ydata() for line in top.get_lines()}
+    two_pi = 2 * math.pi
+    assert curves["RoPE"] == pytest.approx([two_pi, 10 * two_pi, 100 * two_pi])
+    assert curves["a"] == pytest.approx([two_pi, 20 * two_pi, 400 * two_pi])
+    stretch = {line.get_label(): line.get_ydata() for line in bottom.get_lines()}
+    assert stretch["a"] == pytest.approx([1.0, 2.0, 4.0])
+    assert stretch["b"] == pytest.approx([8.0] * 3)
+    # dotted lines at the two lengths (top) and at the factor (bottom)
+    dotted = [line.get_ydata()[0] for line in top.get_lines() if line.get_ls() == ":"]
+    assert dotted == [64, 512]
+    assert [line.get_ydata()[0] for line in bottom.get_lines()][-1] == 8.0
+    assert top.get_yscale() == bottom.get_yscale() == "log"
+    plt.close(top.figure)
+    with pytest.raises(ValueError, match=r"b: \(2,\) frequencies for \(3,\) pairs"):
+        wavelength_stretch_panels(plain, {"b": plain[:2]}, lengths={}, factor=2.0)
+
+
+def test_logit_scale_panels_draw_the_factor_and_the_leading_keys_weight():
+    keys = torch.tensor([1, 4, 16, 64])
+    scales = {"none": torch.ones(4), "double": torch.full((4,), 2.0)}
+    top, bottom = logit_scale_panels(keys, scales, lead=math.log(4))
+    assert [line.get_ydata().tolist() for line in top.get_lines()] == [
+        [1.0] * 4,
+        [2.0] * 4,
+    ]
+    none, double = (line.get_ydata() for line in bottom.get_lines())
+    # e^lead = 4: the key gets 4 / (4 + n - 1); with the logits doubled, 16 / (16 + n - 1)
+    assert none == pytest.approx([1.0, 4 / 7, 4 / 19, 4 / 67])
+    assert double == pytest.approx([1.0, 16 / 19, 16 / 31, 16 / 79])
+    assert top.get_xscale() == bottom.get_xscale() == "log"
+    plt.close(top.figure)
+    with pytest.raises(ValueError, match="give two axes"):
+        logit_scale_panels(keys, scales, lead=1.0, axes=[top])

@@ -456,6 +456,103 @@ def rope_scaling_ratios(
     return ax
 
 
+def _two_panels(axes, height: float):
+    # the two stacked axes a helper draws on: the given pair, or a new figure's
+    if axes is None:
+        _, axes = plt.subplots(2, 1, figsize=(8, height), constrained_layout=True)
+    if len(axes) != 2:
+        raise ValueError(f"give two axes (top and bottom), got {len(axes)}")
+    return axes
+
+
+def wavelength_stretch_panels(
+    plain: torch.Tensor,
+    scaled: dict,
+    *,
+    lengths: dict,
+    factor: float,
+    axes=None,
+):
+    """Each pair's wavelength before and after a RoPE scaling (top) and its
+    stretch, old frequency over new (bottom), per pair (chapter 11).
+
+    ``plain`` is RoPE's ``(D/2,)`` frequencies, ``scaled`` maps a label to a
+    scaling's ``(D/2,)`` frequencies. The top panel draws ``2 pi / theta_i``
+    for RoPE and each scaling, with a dotted line at each of ``lengths``
+    (``{label: positions}``, e.g. the trained and the extended length); the
+    bottom one ``plain / new`` for each scaling, with a dotted line at the
+    stretch ``factor``. Both on log axes, one legend (the top panel's) for
+    both. Returns the two axes.
+    """
+    top, bottom = _two_panels(axes, 8.5)
+    plain = plain.double()
+    pairs = torch.arange(len(plain))
+    colours = dict(zip(scaled, OTHER_COLOURS[1:]))
+    top.plot(pairs, 2 * math.pi / plain, "o-", color="black", ms=3, label="RoPE")
+    for label, frequencies in scaled.items():
+        if frequencies.shape != plain.shape:
+            raise ValueError(
+                f"{label}: {tuple(frequencies.shape)} frequencies for "
+                f"{tuple(plain.shape)} pairs"
+            )
+        style = dict(marker="o", ms=3, color=colours[label], label=label)
+        top.plot(pairs, 2 * math.pi / frequencies.double(), **style)
+        bottom.plot(pairs, plain / frequencies.double(), **style)
+    for (label, n), grey in zip(lengths.items(), ("0.55", "0.3")):
+        top.axhline(n, color=grey, linestyle=":", linewidth=1.5)
+        top.annotate(
+            f"{label} = {n:,}", (0, n), xytext=(2, 3), textcoords="offset points"
+        )
+    bottom.axhline(factor, color="0.4", linestyle=":", linewidth=1.5)
+    bottom.annotate(
+        f"s = {factor:g}", (0, factor), xytext=(2, 3), textcoords="offset points"
+    )
+    top.set(title="Wavelength of each pair", ylabel="wavelength (positions)")
+    bottom.set(title="Stretch of each pair", ylabel="old frequency / new")
+    for ax in (top, bottom):
+        ax.set_yscale("log", base=2)
+        ax.set_xlabel("pair i (0 = fastest)")
+        ax.grid(alpha=0.3)
+    # one legend for both (the same colours), where the rising wavelengths are low
+    top.legend(loc="lower right", frameon=False)
+    return top, bottom
+
+
+def logit_scale_panels(keys: torch.Tensor, scales: dict, *, lead: float, axes=None):
+    """Factors on the logits against the number of keys (top), and what they do
+    to the weight of one key whose logit leads the others by ``lead`` (bottom)
+    (chapter 11).
+
+    ``keys`` holds numbers of keys ``n``; ``scales`` maps a label to the factor
+    on the logits at each ``n``. The bottom panel draws the weight that key
+    gets among ``n`` when every logit is multiplied by the factor ``c``,
+    ``1 / (1 + (n - 1) exp(-c lead))``. Log axes for ``n``. Returns the axes.
+    """
+    top, bottom = _two_panels(axes, 8.0)
+    n = keys.double()
+    for label, scale in scales.items():
+        if scale.shape != keys.shape:
+            raise ValueError(
+                f"{label}: {tuple(scale.shape)} factors for {tuple(keys.shape)} keys"
+            )
+        (line,) = top.plot(n, scale.double(), label=label)
+        weight = 1 / (1 + (n - 1) * torch.exp(-scale.double() * lead))
+        bottom.plot(n, weight, color=line.get_color(), label=label)
+    top.set(title="Factor on the logits", ylabel="factor")
+    bottom.set(
+        title=f"Weight of a key that leads the others by {lead:.2f}",
+        ylabel="attention weight",
+        ylim=(0, 1),
+    )
+    # the factors start at 1 and the weights near 1: legends above and below them
+    for ax, where in ((top, "upper left"), (bottom, "lower left")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("keys the query sees, n")
+        ax.grid(alpha=0.3)
+        ax.legend(loc=where, frameon=False)
+    return top, bottom
+
+
 def shift_arcs(
     shift_matrix: torch.Tensor,
     frequency: float,
