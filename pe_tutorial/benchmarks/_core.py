@@ -439,11 +439,7 @@ def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
         merged.process_medians_ms = [t.median_ms for t in rows]
         merged.faults_per_call = statistics.median(faults) if faults else None
         timings.append(merged)
-    copy_median = {
-        (t.bytes_moved, t.allocates): t.median_ms for t in timings if t.is_copy
-    }
-    for timing in timings:
-        timing.copy_ms = copy_median.get((timing.bytes_moved, timing.allocates))
+    bench.attach_copies(timings)
     suite = SUITES.get(first.suite)
     report = suite.report if suite is not None else None
     # the first run's notes without what its report wrote: the report is done

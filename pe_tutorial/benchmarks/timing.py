@@ -475,6 +475,13 @@ def measure(
         for case, case_times, case_faults in zip(everything, times, faults)
     ]
     # a copy among the cases is its own baseline (and that of rows of its size)
+    attach_copies(timings)
+    return timings
+
+
+def attach_copies(timings: list[Timing]) -> None:
+    """Set each row's ``copy_ms`` to the median of the copy row of its bytes and
+    kind (a clone for a row that allocates), where the table has one."""
     copy_median = {
         (t.bytes_moved, t.allocates): t.median_ms for t in timings if t.is_copy
     }
@@ -482,7 +489,6 @@ def measure(
         key = (timing.bytes_moved, timing.allocates)
         if key in copy_median:
             timing.copy_ms = copy_median[key]
-    return timings
 
 
 def within_noise(a: Timing, b: Timing) -> bool:
