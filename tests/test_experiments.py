@@ -1145,3 +1145,29 @@ def test_a_notebook_gets_one_progress_bar(monkeypatch, capsys):
     assert not run_module.in_notebook()
     run_experiments(one, device="cpu", progress=True)
     assert "seed 0" in capsys.readouterr().err
+
+
+def test_a_tempered_model_is_also_read_without_its_temperature():
+    """Llama 4's pattern: its language-model and passkey units also score the same
+    trained model without the NoPE layer's query scale (chapter 11), and the
+    record keeps both; a model without the scale records no such reading."""
+    preset = replace(
+        TINY,
+        model={"d_model": 16, "num_heads": 2, "num_layers": 2, "global_every": 2},
+        schemes=("irope", "rope"),
+        seeds=(0,),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        extension_methods=(),
+        finetune_methods=(),
+        lookback={},
+    )
+    results = run_experiments(preset, device="cpu", progress=False)
+    lm = {entry["scheme"]: entry["runs"][0] for entry in results["language_model"]}
+    untempered = lm["irope"]["without_temperature"]
+    assert set(untempered["bpb"]) == set(lm["irope"]["bpb"])
+    assert "without_temperature" not in lm["rope"]
+    keys = {entry["scheme"]: entry["runs"][0] for entry in results["passkey"]}
+    reading = keys["irope"]["without_temperature"]
+    assert set(reading["accuracy"]) == set(keys["irope"]["accuracy"])
+    assert "without_temperature" not in keys["rope"]

@@ -22,6 +22,7 @@ from pe_tutorial.attention.layer_patterns import (
     LocalAttentionScheme,
     TemperedNoPEScheme,
     global_layers,
+    without_temperature,
 )
 from pe_tutorial.attention.local_global import (
     layer_types,
@@ -418,3 +419,33 @@ def test_the_temperature_can_be_switched_off_and_qk_norm_on():
         tempered, untempered = unnormed(tokens), plain(tokens)
         torch.testing.assert_close(tempered[:, :7], untempered[:, :7])
         assert not torch.allclose(tempered[:, 7:], untempered[:, 7:])
+
+
+def test_a_tempered_model_read_without_its_temperature_is_the_untempered_model():
+    """The same weights, the NoPE layers' query scale taken away: equal to the model
+    built with irope_temperature=False (the frontier run's passkey reading), and
+    different from the tempered model past the scale's floor."""
+    torch.manual_seed(0)
+    settings = dict(
+        scheme="irope",
+        d_model=32,
+        num_heads=2,
+        num_layers=3,
+        global_every=3,
+        local_window=4,
+        max_positions=16,
+    )
+    tempered = ByteTransformer(ModelConfig(**settings)).eval()
+    plain = ByteTransformer(ModelConfig(**settings, irope_temperature=False)).eval()
+    plain.load_state_dict(tempered.state_dict())
+    tokens = torch.randint(0, 256, (2, 16))
+    untempered = without_temperature(tempered)
+    with torch.no_grad():
+        assert torch.allclose(untempered(tokens), plain(tokens), atol=1e-6)
+        # the scale is 1 below the floor (4 here), so only later positions change
+        assert not torch.allclose(untempered(tokens), tempered(tokens), atol=1e-4)
+    # the model it was given keeps its temperature
+    assert any(isinstance(m, TemperedNoPEScheme) for m in tempered.modules())
+    assert not any(isinstance(m, TemperedNoPEScheme) for m in untempered.modules())
+    with pytest.raises(ValueError, match="no tempered NoPE layer"):
+        without_temperature(plain)

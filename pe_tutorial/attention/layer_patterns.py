@@ -29,6 +29,8 @@ from a ``ModelConfig`` (``registry`` registers them as ``"irope"`` and
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -43,6 +45,7 @@ from .temperature import LLAMA4_ATTN_SCALE, QKNorm, llama4_query_scale
 LLAMA4_QK_NORM_EPS = 1e-5
 
 __all__ = [
+    "without_temperature",
     "LLAMA4_ATTN_SCALE",  # defined in temperature, the rule in local_global: re-exported
     "global_layers",
     "LocalAttentionScheme",
@@ -156,6 +159,31 @@ class QKNormedScheme(PositionScheme):
 
     def value_term(self, weights):
         return self.inner.value_term(weights)
+
+
+def without_temperature(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose tempered NoPE layers are plain NoPE (chapter 11).
+
+    Llama 4 scales its NoPE layers' queries at inference; a model trained with
+    the scale is read here without it, the same weights, to measure what the
+    scale does to what the model learned (the frontier run's passkey units).
+    Equal to the model built with ``irope_temperature=False`` and the same
+    weights (the tests check it). A model without a ``TemperedNoPEScheme`` is a
+    ValueError: there is no temperature to take away.
+    """
+    untempered = copy.deepcopy(model)
+    found = 0
+    for parent in list(untempered.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, TemperedNoPEScheme):
+                setattr(parent, name, NoPositionScheme())
+                found += 1
+    if not found:
+        raise ValueError(
+            f"{type(model).__name__} has no tempered NoPE layer (TemperedNoPEScheme): "
+            "only Llama 4's pattern, 'irope' with irope_temperature=True, has one"
+        )
+    return untempered
 
 
 def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:

@@ -272,9 +272,16 @@ def curve_summary(runs: list[dict], key: str = "bpb") -> dict | None:
 
 def passkey_run(run: dict) -> dict:
     """A passkey unit's run as the record holds it: its accuracy by length (mean
-    over depths) and by depth, and by digit and its learning curve where kept."""
+    over depths) and by depth, and by digit and its learning curve where kept;
+    a tempered model's accuracy read without its temperature too (chapter 11)."""
     by_depth = run["by_depth"]
     kept = {key: run[key] for key in ("digits", "curve") if key in run}
+    if "without_temperature" in run:
+        untempered = run["without_temperature"]
+        kept["without_temperature"] = {
+            "accuracy": mean_over_depths(untempered),
+            "by_depth": untempered,
+        }
     return {"accuracy": mean_over_depths(by_depth), "by_depth": by_depth, **kept}
 
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
+from ..attention.layer_patterns import TemperedNoPEScheme, without_temperature
 from ..lm.data import (
     ByteCorpus,
     evaluation_segments,
@@ -476,6 +477,14 @@ class Runner:
         }
         if curve["steps"]:
             run["curve"] = curve
+        if any(isinstance(m, TemperedNoPEScheme) for m in model.modules()):
+            # Llama 4 applies its NoPE layers' query scale at inference; the toy
+            # trains with it: the same model read without it (chapter 11)
+            untempered = self.evaluate(without_temperature(model), variant.corpus)
+            run["without_temperature"] = {
+                "bpb": untempered["bpb"],
+                "position_bpb": untempered["position_bpb"],
+            }
         self.log(f"{label}, seed {seed}: bpb {scores_text(scores['bpb'])}")
         unit = {"run": run, "parameters": model.num_parameters()}
         kind = self.language_model_kind(variant)

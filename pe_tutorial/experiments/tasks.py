@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..attention.layer_patterns import TemperedNoPEScheme, without_temperature
 from ..lm.data import lookback_batch, passkey_batch
 from ..lm.model import ByteTransformer
 from ..lm.train import (
@@ -200,6 +201,12 @@ class TaskUnits:
         # of the rest cannot fake (passkey_digit_accuracy)
         digits = self.passkey_scores(model, passkey_digit_accuracy)
         unit = {"run": {"seed": seed, "by_depth": by_depth, "digits": digits}}
+        if any(isinstance(m, TemperedNoPEScheme) for m in model.modules()):
+            # Llama 4 scales its NoPE layers' queries at inference: the same model
+            # read without the scale says what the scale does to its retrieval
+            unit["run"]["without_temperature"] = self.passkey_scores(
+                without_temperature(model)
+            )
         if curve["steps"]:
             unit["run"]["curve"] = curve
         if self.kind("passkey", scheme) is ROPE_PASSKEY:
