@@ -46,7 +46,11 @@ from .attention.equivariance import (
     to_torch_multihead,
 )
 from .attention.latent_attention import LatentAttention, coupled_absorption_error
-from .attention.layer_patterns import LocalAttentionScheme, TemperedNoPEScheme
+from .attention.layer_patterns import (
+    LocalAttentionScheme,
+    TemperedNoPEScheme,
+    without_temperature,
+)
 from .attention.linear_attention import linear_attention
 from .attention.local_global import layer_frequencies, layer_types, sliding_window_mask
 from .attention.performer import performer_attention
@@ -60,6 +64,7 @@ from .attention.schemes import (
     ShawScheme,
     T5BiasScheme,
 )
+from .attention.streaming import RollingCache, learned_sink_softmax, rolling_cache
 from .attention.temperature import (
     QKNorm,
     attention_entropies,
@@ -155,6 +160,7 @@ from .lm.findings import (
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
+from .lm.streaming import rolling_cache_losses
 from .lm.train import bits_per_byte, learning_rate_at, train
 from .pages.glue import glue, have_myst_nb
 from .pages.plots import (
@@ -260,6 +266,7 @@ __all__ = [
     "LatentAttention",
     "layer_frequencies",
     "layer_types",
+    "learned_sink_softmax",
     "learned_table_record",
     "learning_rate_at",
     "LearnedPositionalEmbedding",
@@ -305,6 +312,9 @@ __all__ = [
     "RecurrentLayer",
     "relative_positions",
     "rms_normalize",
+    "rolling_cache",
+    "rolling_cache_losses",
+    "RollingCache",
     "rope_angles",
     "rope_cos_sin",
     "rope_decay_curve",
@@ -353,6 +363,7 @@ __all__ = [
     "T5BiasScheme",
     "T5RelativeBias",
     "TemperedNoPEScheme",
+    "without_temperature",
     "to_torch_multihead",
     "trailing_ones",
     "train",

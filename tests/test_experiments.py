@@ -28,6 +28,12 @@ from pe_tutorial.experiments import (
     summarise,
     units,
 )
+from pe_tutorial.experiments import runner as experiments_runner
+from pe_tutorial.experiments.config import (
+    ExperimentError,
+    preset_from_dict,
+    preset_to_dict,
+)
 from pe_tutorial.experiments.extensions import fine_tuning
 from pe_tutorial.experiments.results import summary
 from pe_tutorial.experiments.runner import Runner
@@ -1171,3 +1177,63 @@ def test_a_tempered_model_is_also_read_without_its_temperature():
     reading = keys["irope"]["without_temperature"]
     assert set(reading["accuracy"]) == set(keys["irope"]["accuracy"])
     assert "without_temperature" not in keys["rope"]
+
+
+def test_a_preset_with_a_cache_window_reads_each_model_through_a_rolling_cache(
+    monkeypatch,
+):
+    """StreamingLLM's reading (chapter 11): each language model is also read at the
+    longest length through a rolling cache with each number of sinks, beside a
+    window read afresh; the record keeps them by name, binned as position_bpb."""
+    calls = []
+    real = experiments_runner.rolling_cache_losses
+
+    def spied(model, segments, window, sinks, **options):
+        calls.append((window, sinks, tuple(segments.shape)))
+        return real(model, segments, window, sinks, **options)
+
+    monkeypatch.setattr(experiments_runner, "rolling_cache_losses", spied)
+    preset = replace(
+        TINY,
+        model={"d_model": 16, "num_heads": 2, "num_layers": 2},
+        schemes=("rope",),
+        seeds=(0,),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        extensions=False,
+        lookback={},
+        passkey={},
+        cache_window=8,
+        cache_sinks=(0, 2),
+    )
+    results = run_experiments(preset, device="cpu", progress=False)
+    run = results["language_model"][0]["runs"][0]
+    longest = max(preset.lengths)
+    assert calls == [(8, 0, (2, longest + 1)), (8, 2, (2, longest + 1))]
+    readings = run["rolling_cache"]
+    assert list(readings) == ["sinks=0", "sinks=2", "recomputed"]
+    for reading in readings.values():
+        assert len(reading["position_bpb"]) == len(run["position_bpb"])
+        assert reading["bpb"] == pytest.approx(
+            sum(reading["position_bpb"]) / len(reading["position_bpb"]), abs=1e-3
+        )
+    # two layers: the cache without sinks is not the window read afresh
+    assert readings["sinks=0"]["bpb"] != readings["recomputed"]["bpb"]
+    assert results["settings"]["cache_window"] == 8
+    plain = run_experiments(replace(preset, cache_window=0), progress=False)
+    assert "rolling_cache" not in plain["language_model"][0]["runs"][0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"cache_window": -1}, "cache_window: -1; give 0"),
+        ({"cache_window": 8, "cache_sinks": ()}, "cache_sinks: \\[\\]"),
+        ({"cache_window": 8, "cache_sinks": (0, -1)}, "whole numbers 0 or more"),
+        ({"cache_window": 8}, "add positions to the input"),
+    ],
+)
+def test_a_rolling_cache_reading_is_checked_before_anything_trains(changes, message):
+    data = preset_to_dict(replace(TINY, **changes))
+    with pytest.raises(ExperimentError, match=message):
+        preset_from_dict(data)

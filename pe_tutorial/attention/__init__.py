@@ -11,6 +11,8 @@
 - ``local_global``      Gemma 3's local and global layers, two RoPE bases (chapter 11)
 - ``temperature``       attention entropy at long context, YaRN's factor, Llama 4's
                         query scale (chapter 11)
+- ``streaming``         StreamingLLM's rolling cache with attention sinks, the model-level
+                        switch; gpt-oss's learned sinks (chapter 11)
 - ``latent_attention``  DeepSeek's latent attention with decoupled RoPE (chapter 11)
 - ``linear_attention``, ``performer``  linear attention and FAVOR+ with RoPE (chapter 6)
 - ``equivariance``      why attention needs positions, and why RNNs and convolutions

@@ -397,7 +397,17 @@ class MultiHeadAttention(nn.Module):
     kernel named in the config computes the attention. Head ``h`` owns
     channels ``h * head_dim .. (h + 1) * head_dim - 1`` of q, k and v, and the
     heads' outputs are concatenated in that order before the output projection.
+
+    ``cache``: None (plain attention), or an object whose
+    ``attend(q, k, v, scheme, *, kernel)`` replaces ``attend`` for the whole
+    causal sequence, such as ``streaming.RollingCache`` (StreamingLLM's rolling
+    cache with attention sinks, chapter 11; ``streaming.rolling_cache`` sets it
+    for a whole model). It decides itself which keys each query sees, so
+    ``forward`` refuses a mask while it is set.
     """
+
+    # a class default, so that a layer pickled before the attribute existed has one
+    cache = None
 
     def __init__(self, config: AttentionConfig, scheme: PositionScheme | None = None):
         super().__init__()
@@ -423,6 +433,19 @@ class MultiHeadAttention(nn.Module):
             t.view(B, T, H, D).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1)
         )
 
+    def _check_cache_call(self, mask: torch.Tensor | None) -> None:
+        if mask is not None:
+            raise ValueError(
+                f"this layer attends through a cache ({type(self.cache).__name__}), "
+                "which decides which keys each query sees, so it takes no mask: "
+                "call it without one, or leave the cache's context first"
+            )
+        if not self.config.causal:
+            raise ValueError(
+                f"a cache ({type(self.cache).__name__}) serves causal decoding, but "
+                "this layer was built with causal=False: build it with causal=True"
+            )
+
     def forward(
         self,
         x: torch.Tensor,
@@ -436,15 +459,21 @@ class MultiHeadAttention(nn.Module):
                 f"got {tuple(x.shape)}"
             )
         B, T, d_model = x.shape
+        kernel = kernel or self.config.kernel
+        if self.cache is not None:
+            self._check_cache_call(mask)
         q, k, v = self.heads(x)
-        y = attend(
-            q,
-            k,
-            v,
-            self.scheme,
-            mask=mask,
-            causal=self.config.causal,
-            kernel=kernel or self.config.kernel,
-        )
+        if self.cache is None:
+            y = attend(
+                q,
+                k,
+                v,
+                self.scheme,
+                mask=mask,
+                causal=self.config.causal,
+                kernel=kernel,
+            )
+        else:
+            y = self.cache.attend(q, k, v, self.scheme, kernel=kernel)
         # (B, H, T, D) -> (B, T, H, D) -> (B, T, d): heads side by side, in order
         return self.out(y.transpose(1, 2).reshape(B, T, d_model))

@@ -609,6 +609,7 @@ def _check(p: Preset) -> None:
             "learning_rates: empty, so learning_rate_schemes train nothing; give the "
             "rates, such as [1e-3, 1e-2]"
         )
+    _check_rolling_cache(p)
     for task, check in (("lookback", _check_lookback), ("passkey", _check_passkey)):
         settings = getattr(p, task)
         if settings:
@@ -655,6 +656,29 @@ def _check(p: Preset) -> None:
         raise ExperimentError(
             f"two variants are the same ({_listed(twice)}): a scheme listed twice "
             "among post_norm_schemes, every_layer_schemes, ablations or a sweep"
+        )
+
+
+def _check_rolling_cache(p: Preset) -> None:
+    """A rolling-cache reading needs a window, sinks 0 or more, and no absolute table."""
+    if p.cache_window < 0:
+        raise ExperimentError(
+            f"cache_window: {p.cache_window}; give 0 (no rolling-cache reading) or "
+            f"the bytes the cache keeps, such as {p.train.seq_len // 2}"
+        )
+    if not p.cache_window:
+        return
+    if not p.cache_sinks or min(p.cache_sinks) < 0:
+        raise ExperimentError(
+            f"cache_sinks: {list(p.cache_sinks)}; give the numbers of sink bytes to "
+            "keep, whole numbers 0 or more, such as [0, 4]"
+        )
+    tables = [v.scheme for v in variants(p) if registered(v.scheme).absolute]
+    if tables:
+        raise ExperimentError(
+            f"cache_window: {p.cache_window}, but {_listed(sorted(set(tables)))} add "
+            "positions to the input, which a rolling cache cannot give new "
+            "positions; drop them from this preset or set cache_window = 0"
         )
 
 
@@ -793,7 +817,7 @@ def read_experiment(path: str | Path) -> tuple[dict, Path]:
 
 
 # The shipped presets, in this order first; any other file in presets/ after them.
-PRESET_ORDER = ("quick", "standard", "frontier", "full")
+PRESET_ORDER = ("quick", "standard", "frontier", "streaming", "full")
 
 
 def _load_presets() -> dict[str, Preset]:

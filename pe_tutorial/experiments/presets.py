@@ -84,6 +84,11 @@ class Preset:
     # differs from ``train`` (its learning rate and position-parameter rate, as a
     # tuning sweep chose them); every model of that scheme starts from it
     tuned: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    # StreamingLLM's rolling cache (chapter 11): each language model is also read
+    # at the longest length keeping the last ``cache_window`` bytes and the first
+    # ``s`` for each ``s`` of ``cache_sinks`` (0: no such reading)
+    cache_window: int = 0
+    cache_sinks: tuple[int, ...] = (0, 4)
 
     @property
     def lengths(self) -> list[int]:

@@ -29,6 +29,7 @@ from ..lm.data import (
     text_corpus,
 )
 from ..lm.model import ByteTransformer, ModelConfig
+from ..lm.streaming import rolling_cache_losses
 from ..lm.train import (
     TrainConfig,
     bits_per_byte,
@@ -306,6 +307,32 @@ class Runner:
         )
         return scores
 
+    def rolling_cache(self, model: ByteTransformer, corpus: str | None = None) -> dict:
+        """The longest length read as StreamingLLM reads a stream (chapter 11).
+
+        For each ``s`` of ``cache_sinks``, every target read through a rolling
+        cache of the first ``s`` bytes and the last ``cache_window``
+        (``lm.streaming.rolling_cache_losses``), and, as the reference, each
+        target read afresh in a sliding window of ``cache_window`` bytes
+        (``window_reference_losses``: at least 7/8 of the window of context,
+        recomputed): ``bpb`` and ``position_bpb`` of each, keyed ``"sinks=s"``
+        and ``"recomputed"``.
+        """
+        window, segments = self.preset.cache_window, self.data(corpus).segments
+        readings = {
+            f"sinks={s}": rolling_cache_losses(
+                model, segments, window, s, device=self.device
+            )
+            for s in self.preset.cache_sinks
+        }
+        readings["recomputed"] = window_reference_losses(
+            model, segments, window, device=self.device
+        )
+        return {
+            name: {"bpb": loss.mean().item(), "position_bpb": self._binned(loss)}
+            for name, loss in readings.items()
+        }
+
     def _binned(self, losses: torch.Tensor) -> list[float]:
         """Per-target values ``(K, S)`` averaged over segments, then over bins of
         ``position_bin`` positions of a window as long as ``S``."""
@@ -485,6 +512,8 @@ class Runner:
                 "bpb": untempered["bpb"],
                 "position_bpb": untempered["position_bpb"],
             }
+        if self.preset.cache_window:
+            run["rolling_cache"] = self.rolling_cache(model, variant.corpus)
         self.log(f"{label}, seed {seed}: bpb {scores_text(scores['bpb'])}")
         unit = {"run": run, "parameters": model.num_parameters()}
         kind = self.language_model_kind(variant)
@@ -517,4 +546,6 @@ class Runner:
             "extensions": p.extensions,
             "sweep": {path: list(values) for path, values in p.sweep},
             "tuned": {scheme: dict(fields) for scheme, fields in p.tuned},
+            "cache_window": p.cache_window,
+            "cache_sinks": list(p.cache_sinks),
         }

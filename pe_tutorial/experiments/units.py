@@ -106,6 +106,8 @@ _MODEL = ("model", "train", "tuned")
 _TEXT = ("multiples", "eval_windows", "train_bytes", "validation_bytes")
 # a learning curve of ``curve_points`` points, read while the model trains
 _CURVE = ("curve_points",)
+# the longest length read again through a rolling cache (StreamingLLM), if set
+_CACHE = ("cache_window", "cache_sinks")
 # a fine-tune at ``extension_factor`` times the length for ``finetune_steps``, in
 # the extended kinds, which exist while ``extensions`` is on (off, RoPE's and the
 # learned table's units are of the plain kinds)
@@ -113,15 +115,17 @@ _FINE_TUNE = ("extensions", "extension_factor", "finetune_steps")
 # RoPE read with each scaling method, zero-shot and fine-tuned
 _METHODS = ("extension_methods", "finetune_methods")
 
-LANGUAGE_MODEL = UnitKind("language model", (*_MODEL, *_TEXT, *_CURVE), corpus=True)
+LANGUAGE_MODEL = UnitKind(
+    "language model", (*_MODEL, *_TEXT, *_CURVE, *_CACHE), corpus=True
+)
 ROPE_LANGUAGE_MODEL = UnitKind(
     "RoPE language model, extended",
-    (*_MODEL, *_TEXT, *_CURVE, *_FINE_TUNE, *_METHODS),
+    (*_MODEL, *_TEXT, *_CURVE, *_CACHE, *_FINE_TUNE, *_METHODS),
     True,
 )
 LEARNED_LANGUAGE_MODEL = UnitKind(
     "learned-table language model, lengthened",
-    (*_MODEL, *_TEXT, *_CURVE, *_FINE_TUNE),
+    (*_MODEL, *_TEXT, *_CURVE, *_CACHE, *_FINE_TUNE),
     True,
 )
 LOOKBACK = UnitKind("look-back", (*_MODEL, "multiples", "lookback"))
