@@ -68,6 +68,7 @@ from .attention.streaming import RollingCache, learned_sink_softmax, rolling_cac
 from .attention.temperature import (
     QKNorm,
     attention_entropies,
+    attention_maps,
     llama4_query_scale,
     logn_query_scale,
     rms_normalize,
@@ -225,6 +226,7 @@ __all__ = [
     "attend",
     "attention",
     "attention_entropies",
+    "attention_maps",
     "attention_weights",
     "AttentionConfig",
     "benchmarks",

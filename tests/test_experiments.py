@@ -1028,7 +1028,7 @@ def test_the_recorded_standard_run_ships_with_the_package():
     assert "experiments/presets/*.toml" in package_data
 
 
-@pytest.mark.parametrize("name", ["standard", "frontier", "tuned"])
+@pytest.mark.parametrize("name", ["standard", "frontier", "streaming", "tuned"])
 def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
     """Chapters 9 and 11 read them: a preset changed since its recording (its file,
     presets/NAME.toml) must be recorded again."""
@@ -1047,6 +1047,10 @@ def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
     assert settings["eval_segments"] == preset.eval_windows
     assert settings["extension_factor"] == preset.extension_factor
     assert settings["finetune_steps"] == preset.finetune_steps
+    # recorded before the rolling cache existed: none read
+    assert settings.get("cache_window", 0) == preset.cache_window
+    if preset.cache_window:
+        assert settings["cache_sinks"] == list(preset.cache_sinks)
     for task in ("lookback", "passkey"):
         assert settings[task] == json.loads(json.dumps(getattr(preset, task))), task
         scored = [e["scheme"] for e in results[task]]
@@ -1070,6 +1074,7 @@ def test_the_recorded_runs_are_of_the_presets_as_they_stand(name):
     assert recorded == planned
     stages = [(m or "none", "zero-shot") for m in (None, *preset.extension_methods)]
     stages += [(m or "none", "fine-tuned") for m in preset.finetune_methods]
+    stages = stages if preset.extensions else []  # off: no extension analyses
     assert [(e["method"], e["stage"]) for e in results["rope_extension"]] == stages
     corpus = results["metadata"]["corpus"]
     assert (corpus["train_bytes"], corpus["validation_bytes"]) == (

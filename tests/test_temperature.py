@@ -12,6 +12,7 @@ from pe_tutorial.attention.core import attention_weights, dot_product_attention
 from pe_tutorial.attention.temperature import (
     QKNorm,
     attention_entropies,
+    attention_maps,
     attention_entropy,
     llama4_query_scale,
     logn_query_scale,
@@ -271,3 +272,36 @@ def test_qk_norm_bad_input_is_named():
         QKNorm(0)
     with pytest.raises(ValueError, match="one weight per channel"):
         rms_normalize(torch.randn(2, 8), torch.ones(4))
+
+
+def test_attention_maps_are_the_weights_each_layer_attends_with():
+    """``attention_maps`` (chapter 11's sinks): each layer's weights, times its
+    values and through its output projection, give what the layer returned in
+    the model's own forward pass; causal rows that sum to 1."""
+    torch.manual_seed(0)
+    config = ModelConfig(
+        "rope", d_model=16, num_heads=2, num_layers=2, max_positions=16, rope_base=100.0
+    )
+    model = ByteTransformer(config)
+    tokens = torch.randint(0, 256, (2, 10))
+    seen = []
+    hooks = [
+        block.attention.register_forward_hook(
+            lambda module, args, out: seen.append((module, args[0], out))
+        )
+        for block in model.blocks
+    ]
+    with torch.no_grad():
+        model(tokens)
+    for hook in hooks:
+        hook.remove()
+    maps = attention_maps(model, tokens)
+    assert maps.shape == (2, 2, 2, 10, 10)
+    assert torch.allclose(maps.sum(-1), torch.ones(2, 2, 2, 10), atol=1e-5)
+    assert torch.all(maps.triu(1) == 0)
+    with torch.no_grad():
+        for layer, (attention, x, out) in enumerate(seen):
+            _, _, v = attention.heads(x)
+            y = (maps[layer] @ v).transpose(1, 2).reshape(2, 10, 16)
+            assert torch.allclose(attention.out(y), out, atol=1e-5), layer
+    assert torch.allclose(attention_entropies(model, tokens), attention_entropy(maps))

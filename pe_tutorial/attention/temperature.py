@@ -23,8 +23,8 @@ attention, unless the logits grow with it. The fixes in use:
   ``Llama4TextL2Norm``, after RoPE), so the size of a logit is set by the
   weights and ``head_dim``, not by how large q and k grow.
 
-``attention_entropies`` reads the entropy of every query of a trained
-``ByteTransformer``'s layers.
+``attention_maps`` reads the weights of every query of a trained
+``ByteTransformer``'s layers, ``attention_entropies`` their entropy.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ __all__ = [
     "logn_query_scale",
     "rms_normalize",
     "QKNorm",
+    "attention_maps",
     "attention_entropies",
 ]
 
@@ -188,12 +189,14 @@ class QKNorm(nn.Module):
 
 
 @torch.no_grad()
-def attention_entropies(model, tokens: torch.Tensor) -> torch.Tensor:
-    """The attention entropy of every layer, head and query of a ``ByteTransformer``.
+def attention_maps(model, tokens: torch.Tensor) -> torch.Tensor:
+    """The attention weights of every layer and head of a ``ByteTransformer``.
 
-    ``tokens`` ``(batch, T)``; returns ``(layers, batch, heads, T)`` in nats,
-    from the weights each layer's scheme gives (its rotation and its bias,
-    causal). Runs the model once, reading each attention layer's input.
+    ``tokens`` ``(batch, T)``; returns ``(layers, batch, heads, T, T)``, row
+    ``i`` the weights query ``i`` gives keys ``0 .. i`` (causal), from each
+    layer's scheme (its rotation and its bias). Runs the model once, reading
+    each attention layer's input. Chapter 11 reads the weight a model puts on
+    its first tokens (StreamingLLM's attention sinks) from them.
     """
     inputs = []
     hooks = [
@@ -207,7 +210,7 @@ def attention_entropies(model, tokens: torch.Tensor) -> torch.Tensor:
     finally:
         for hook in hooks:
             hook.remove()
-    entropies = []
+    maps = []
     for attention, x in inputs:
         q, k, _ = attention.heads(x)
         T = x.shape[1]
@@ -215,6 +218,14 @@ def attention_entropies(model, tokens: torch.Tensor) -> torch.Tensor:
         q, k = attention.scheme.rotate(q, k)
         bias = attention.scheme.bias(q, k, causal=True)
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-        weights = attention_weights(q, k, bias=bias, mask=causal)
-        entropies.append(attention_entropy(weights))
-    return torch.stack(entropies)
+        maps.append(attention_weights(q, k, bias=bias, mask=causal))
+    return torch.stack(maps)
+
+
+def attention_entropies(model, tokens: torch.Tensor) -> torch.Tensor:
+    """The attention entropy of every layer, head and query of a ``ByteTransformer``.
+
+    ``tokens`` ``(batch, T)``; returns ``(layers, batch, heads, T)`` in nats,
+    the entropy of each row of ``attention_maps``.
+    """
+    return attention_entropy(attention_maps(model, tokens))
