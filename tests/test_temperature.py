@@ -12,8 +12,8 @@ from pe_tutorial.attention.core import attention_weights, dot_product_attention
 from pe_tutorial.attention.temperature import (
     QKNorm,
     attention_entropies,
-    attention_maps,
     attention_entropy,
+    attention_maps,
     llama4_query_scale,
     logn_query_scale,
     rms_normalize,

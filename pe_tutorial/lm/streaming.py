@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..attention.streaming import rolling_cache
-from .train import length_error, length_losses
+from .train import check_segments, length_error, length_losses
 
 __all__ = ["rolling_cache_losses"]
 
@@ -50,17 +50,7 @@ def rolling_cache_losses(
     refused (``rolling_cache``), as is a length the model cannot read
     (``train.length_error``).
     """
-    if not isinstance(segments, torch.Tensor) or segments.dim() != 2:
-        shape = (
-            tuple(segments.shape)
-            if isinstance(segments, torch.Tensor)
-            else type(segments).__name__
-        )
-        raise ValueError(
-            f"segments must be a 2-D tensor (K, S + 1) of bytes, one validation "
-            f"segment a row (data.evaluation_segments), got {shape}"
-        )
-    span = segments.shape[1] - 1
+    _, span = check_segments(segments)
     with rolling_cache(model, window, sinks):
         losses = length_losses(
             model, segments, [span], batch_size=batch_size, device=device

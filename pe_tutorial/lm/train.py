@@ -51,6 +51,7 @@ __all__ = [
     "passkey_accuracy",
     "passkey_digit_accuracy",
     "length_error",
+    "check_segments",
 ]
 
 Batches = Callable[[torch.Generator], tuple[torch.Tensor, torch.Tensor]]
@@ -404,7 +405,7 @@ def length_bits_per_byte(
     return results
 
 
-def _require_segments(segments: torch.Tensor) -> tuple[int, int]:
+def check_segments(segments: torch.Tensor) -> tuple[int, int]:
     """``(K, S)`` of validation segments ``(K, S + 1)``, or a ``ValueError`` saying what they must be."""
     if not isinstance(segments, torch.Tensor) or segments.dim() != 2:
         shape = (
@@ -445,7 +446,7 @@ def length_losses(
     cannot read (``length_error``) gets ``None``. Chapter 9 compares these
     target by target with ``window_reference_losses`` (``context_gain``).
     """
-    num_segments, span = _require_segments(segments)
+    num_segments, span = check_segments(segments)
     lengths = list(lengths)  # read twice: a generator would be spent after one length
     results: dict[int, torch.Tensor | None] = {}
     for length in lengths:
@@ -505,7 +506,7 @@ def window_reference_losses(
         )
     stride = window // 8 if stride is None else stride
     stride = require_positive_int(stride, "stride")
-    num_segments, span = _require_segments(segments)
+    num_segments, span = check_segments(segments)
     if window % stride:
         raise ValueError(
             f"stride={stride} must divide window={window}, so that every target "

@@ -287,16 +287,19 @@ def learning_curves(
     title: str,
     ylabel: str = "bits per byte at the training length",
     ax=None,
+    bounds: tuple[float, float] | None = None,
 ):
     """Each entry's learning curve: its score during training, seeds' mean ± std (chapter 9).
 
-    ``entries`` are language-model entries of ``pe_tutorial.experiments``; an
-    entry's ``curve`` holds the ``steps`` at which the validation score was
-    read and, per step, the seeds' ``mean``, ``std`` and ``n``. Entries
-    without a curve (recorded before curves were) are left out. Where the
-    curves cross, the ranking at the end of training is not the ranking all
-    along: the budget decides it.
+    ``entries`` are language-model entries of ``pe_tutorial.experiments`` (or
+    passkey entries, chapter 11); an entry's ``curve`` holds the ``steps`` at
+    which the validation score was read and, per step, the seeds' ``mean``,
+    ``std`` and ``n``. Entries without a curve (recorded before curves were)
+    are left out. ``bounds``, such as ``(0, 1)`` for an accuracy, cuts each
+    bar where the score cannot go. Where the curves cross, the ranking at the
+    end of training is not the ranking all along: the budget decides it.
     """
+    low, high = (-math.inf, math.inf) if bounds is None else bounds
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
     if ax is None:
@@ -307,10 +310,12 @@ def learning_curves(
         curve = entry.get("curve")
         if not curve:
             continue
+        below = [min(s, m - low) for m, s in zip(curve["mean"], curve["std"])]
+        above = [min(s, high - m) for m, s in zip(curve["mean"], curve["std"])]
         ax.errorbar(
             curve["steps"],
             curve["mean"],
-            yerr=curve["std"],
+            yerr=[below, above],
             marker=markers[i % len(markers)],
             markersize=4,
             capsize=3,
