@@ -11,7 +11,8 @@ attention, unless the logits grow with it. The fixes in use:
   ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` at position ``m``
   (``llama4_query_scale``): 1 for the first ``floor_scale - 1`` positions,
   then growing like the log of the position, after Scalable-Softmax
-  (Nakanishi, 2025), which scales logits by ``ln n``;
+  (Nakanishi, 2025), which multiplies the logits of a query that sees ``n`` keys by
+  ``s ln n``, ``s`` a learned scalar;
 - Qwen's log-n scaling (``logn_attn``, Qwen 2023) scales the query at
   position ``m``, which sees ``n = m + 1`` keys, by ``log_L(n) = ln n / ln L``
   when ``n`` exceeds the trained length ``L``, and by 1 up to it
