@@ -22,6 +22,7 @@ from pe_tutorial.attention.layer_patterns import (
     LocalAttentionScheme,
     TemperedNoPEScheme,
     global_layers,
+    has_temperature,
     without_temperature,
 )
 from pe_tutorial.attention.local_global import (
@@ -447,5 +448,7 @@ def test_a_tempered_model_read_without_its_temperature_is_the_untempered_model()
     # the model it was given keeps its temperature
     assert any(isinstance(m, TemperedNoPEScheme) for m in tempered.modules())
     assert not any(isinstance(m, TemperedNoPEScheme) for m in untempered.modules())
+    assert has_temperature(tempered)
+    assert not has_temperature(untempered) and not has_temperature(plain)
     with pytest.raises(ValueError, match="no tempered NoPE layer"):
         without_temperature(plain)

@@ -188,10 +188,10 @@ def test_learning_curves_draw_each_entrys_mean_at_its_steps():
         learning_curves(entries, labels=["x"], title="")
 
 
-def test_learning_curves_cut_the_bars_at_the_bounds():
+def test_learning_curves_cut_the_bars_at_the_limits():
     """An accuracy's bars stop at 0 and 1 (chapter 11's passkey curves)."""
     curve = {"steps": [1, 2], "mean": [0.05, 0.95], "std": [0.2, 0.2], "n": [3, 3]}
-    ax = learning_curves([{"curve": curve}], labels=["a"], title="", bounds=(0, 1))
+    ax = learning_curves([{"curve": curve}], labels=["a"], title="", limits=(0, 1))
     segments = ax.containers[0].lines[2][0].get_segments()
     bars = [value for s in segments for value in s[:, 1]]
     assert bars == pytest.approx([0.0, 0.25, 0.75, 1.0])

@@ -45,6 +45,7 @@ from .temperature import LLAMA4_ATTN_SCALE, QKNorm, llama4_query_scale
 LLAMA4_QK_NORM_EPS = 1e-5
 
 __all__ = [
+    "has_temperature",
     "without_temperature",
     "LLAMA4_ATTN_SCALE",  # defined in temperature, the rule in local_global: re-exported
     "global_layers",
@@ -161,6 +162,12 @@ class QKNormedScheme(PositionScheme):
         return self.inner.value_term(weights)
 
 
+def has_temperature(model: nn.Module) -> bool:
+    """Whether ``model`` has a tempered NoPE layer (``TemperedNoPEScheme``), the
+    query scale ``without_temperature`` takes away (chapter 11)."""
+    return any(isinstance(m, TemperedNoPEScheme) for m in model.modules())
+
+
 def without_temperature(model: nn.Module) -> nn.Module:
     """A copy of ``model`` whose tempered NoPE layers are plain NoPE (chapter 11).
 
@@ -171,18 +178,16 @@ def without_temperature(model: nn.Module) -> nn.Module:
     weights (the tests check it). A model without a ``TemperedNoPEScheme`` is a
     ValueError: there is no temperature to take away.
     """
-    untempered = copy.deepcopy(model)
-    found = 0
-    for parent in list(untempered.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, TemperedNoPEScheme):
-                setattr(parent, name, NoPositionScheme())
-                found += 1
-    if not found:
+    if not has_temperature(model):
         raise ValueError(
             f"{type(model).__name__} has no tempered NoPE layer (TemperedNoPEScheme): "
             "only Llama 4's pattern, 'irope' with irope_temperature=True, has one"
         )
+    untempered = copy.deepcopy(model)
+    for parent in list(untempered.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, TemperedNoPEScheme):
+                setattr(parent, name, NoPositionScheme())
     return untempered
 
 

@@ -128,7 +128,7 @@ class RollingCache:
             raise ValueError(f"i must be a token index >= 0, got {i!r}")
         if i < self.size:
             return list(range(i + 1))
-        return list(range(self.sinks)) + list(range(i - self.window + 1, i + 1))
+        return self._indices(torch.tensor([i]))[0].tolist()  # the layout attend uses
 
     def _indices(self, queries: torch.Tensor) -> torch.Tensor:
         """``(n, C)`` token index of every cache slot of each query ``i >= C``."""

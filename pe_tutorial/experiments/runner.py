@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from ..attention.layer_patterns import TemperedNoPEScheme, without_temperature
+from ..attention.layer_patterns import has_temperature, without_temperature
 from ..lm.data import (
     ByteCorpus,
     evaluation_segments,
@@ -504,7 +504,7 @@ class Runner:
         }
         if curve["steps"]:
             run["curve"] = curve
-        if any(isinstance(m, TemperedNoPEScheme) for m in model.modules()):
+        if has_temperature(model):
             # Llama 4 applies its NoPE layers' query scale at inference; the toy
             # trains with it: the same model read without it (chapter 11)
             untempered = self.evaluate(without_temperature(model), variant.corpus)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..attention.layer_patterns import TemperedNoPEScheme, without_temperature
+from ..attention.layer_patterns import has_temperature, without_temperature
 from ..lm.data import lookback_batch, passkey_batch
 from ..lm.model import ByteTransformer
 from ..lm.train import (
@@ -201,7 +201,7 @@ class TaskUnits:
         # of the rest cannot fake (passkey_digit_accuracy)
         digits = self.passkey_scores(model, passkey_digit_accuracy)
         unit = {"run": {"seed": seed, "by_depth": by_depth, "digits": digits}}
-        if any(isinstance(m, TemperedNoPEScheme) for m in model.modules()):
+        if has_temperature(model):
             # Llama 4 scales its NoPE layers' queries at inference: the same model
             # read without the scale says what the scale does to its retrieval
             unit["run"]["without_temperature"] = self.passkey_scores(

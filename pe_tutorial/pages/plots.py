@@ -170,6 +170,15 @@ def _mark_training_length(ax, train_length: int) -> None:
     )
 
 
+def _error_bars(mean, std, limits: tuple[float, float] | None) -> list[list[float]]:
+    """``yerr`` of ``mean ± std`` cut at ``limits`` (low, high): a bar reaches no
+    further than the value can (an accuracy between 0 and 1); None: uncut."""
+    low, high = limits if limits is not None else (-math.inf, math.inf)
+    below = [min(s, m - low) for m, s in zip(mean, std)]
+    above = [min(s, high - m) for m, s in zip(mean, std)]
+    return [below, above]
+
+
 def length_curves(
     entries: list[dict],
     *,
@@ -204,13 +213,10 @@ def length_curves(
         if not points:
             continue
         n, mean, std = zip(*points)
-        low, high = limits if limits is not None else (-float("inf"), float("inf"))
-        below = [min(s, m - low) for m, s in zip(mean, std)]
-        above = [min(s, high - m) for m, s in zip(mean, std)]
         ax.errorbar(
             n,
             mean,
-            yerr=[below, above],
+            yerr=_error_bars(mean, std, limits),
             marker=markers[i % len(markers)],
             capsize=3,
             label=label,
@@ -287,7 +293,7 @@ def learning_curves(
     title: str,
     ylabel: str = "bits per byte at the training length",
     ax=None,
-    bounds: tuple[float, float] | None = None,
+    limits: tuple[float, float] | None = None,
 ):
     """Each entry's learning curve: its score during training, seeds' mean ± std (chapter 9).
 
@@ -295,11 +301,10 @@ def learning_curves(
     passkey entries, chapter 11); an entry's ``curve`` holds the ``steps`` at
     which the validation score was read and, per step, the seeds' ``mean``,
     ``std`` and ``n``. Entries without a curve (recorded before curves were)
-    are left out. ``bounds``, such as ``(0, 1)`` for an accuracy, cuts each
-    bar where the score cannot go. Where the curves cross, the ranking at the
+    are left out. ``limits`` (low, high), such as ``(0, 1)`` for an accuracy,
+    cuts each bar where the score cannot go, as in ``length_curves``. Where the curves cross, the ranking at the
     end of training is not the ranking all along: the budget decides it.
     """
-    low, high = (-math.inf, math.inf) if bounds is None else bounds
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
     if ax is None:
@@ -310,12 +315,10 @@ def learning_curves(
         curve = entry.get("curve")
         if not curve:
             continue
-        below = [min(s, m - low) for m, s in zip(curve["mean"], curve["std"])]
-        above = [min(s, high - m) for m, s in zip(curve["mean"], curve["std"])]
         ax.errorbar(
             curve["steps"],
             curve["mean"],
-            yerr=[below, above],
+            yerr=_error_bars(curve["mean"], curve["std"], limits),
             marker=markers[i % len(markers)],
             markersize=4,
             capsize=3,
