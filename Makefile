@@ -33,7 +33,7 @@ BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
-	assignments grade colab check-pages check-figures test-wheel test-autograders gpu-evidence
+	assignments grade colab colab-all check-pages check-figures test-wheel test-autograders gpu-evidence
 
 help:
 	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
@@ -42,6 +42,8 @@ help:
 	@echo "             the Colab edition, the pages in headless Chromium (and the interactive"
 	@echo "             figures as Colab and Jupyter show them), the wheel run outside,"
 	@echo "             and each autograder zip grading the solutions in a clean venv"
+	@echo "make colab-all every Colab-edition chapter and course notebook run as in a fresh"
+	@echo "             Colab runtime, from nothing (nightly in CI; make test runs a subset)"
 	@echo "make format  apply ruff's formatting and safe fixes"
 	@echo "make strip   remove outputs from the notebooks before committing (nbstripout)"
 	@echo "make assignments               otter assign every master in book/assignments into"
@@ -111,9 +113,10 @@ check-pages: book
 check-figures: book
 	$(BIN)/python tools/check_notebook_figures.py --install
 
-# The wheel and sdist, the wheel installed into a Colab-like virtual environment (kept in
-# _build/wheel-venv), and a chapter run from outside the checkout (tools/wheel_check.py),
-# whose interactive figure is then shown as Colab would show it.
+# The wheel and sdist, and chapter 4's Colab edition run from them as in a fresh Colab
+# runtime (tools/wheel_check.py, tools/fresh_runtime.py: a new environment over one with only
+# Colab's preinstalled packages, kept in _build/colab-runtime; the install cell pointed at the
+# wheel), whose interactive figure is then shown as Colab would show it.
 test-wheel: install
 	TORCH_SPEC="$(TORCH_SPEC)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" $(BIN)/python tools/wheel_check.py
 	$(BIN)/python tools/check_notebook_figures.py --install _build/wheel-run/04_sinusoidal.ipynb
@@ -125,6 +128,13 @@ test-autograders: install
 	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders
 
 test: lint test-unit test-outputs colab check-pages check-figures test-wheel test-autograders
+
+# Not part of `make test` (CI runs it nightly, .github/workflows/nightly.yml): every chapter of
+# the Colab edition, every student notebook and every solutions notebook, each run as in a
+# fresh Colab runtime, from nothing (`make test` runs chapter 4's and the assignments').
+colab-all: install assignments colab
+	OMP_NUM_THREADS=1 $(BIN)/python tools/fresh_runtime.py _build/colab/book/*.ipynb \
+		_build/colab/book/assignments/*.ipynb _build/assignments/*/autograder/*.ipynb
 
 # Optional, not part of `make test`: nbval straight over book/ without building the book.
 test-notebooks: install

@@ -22,6 +22,8 @@ from otter.test_files import ExceptionTestFile  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import assignments  # noqa: E402
+import fresh_runtime  # noqa: E402
+import install_cell  # noqa: E402
 
 NAMES = [
     "alibi",
@@ -656,7 +658,9 @@ def test_grading_survives_a_class(built, tmp_path, capsys):
 # On Colab the kernel works in /content and the notebook is not a file there, and Otter
 # takes the kernel for Colab's by its shell's class (google.colab._shell.Shell). The
 # notebooks run alone in an empty folder, never written there, in a kernel started with
-# Colab's kernel and shell classes (tools/assignments.py: fake_colab_kernel).
+# Colab's kernel and shell classes (tools/fresh_runtime.py: fake_colab_kernel); the
+# student and solutions notebooks each in a fresh environment that holds only Colab's
+# preinstalled packages, so they install otter-grader and pe_tutorial themselves.
 
 PROBE = """\
 import glob, os
@@ -672,23 +676,44 @@ def test_the_fake_colab_kernel_is_colab_to_otter(tmp_path):
     kernel works in the empty folder, and no notebook file is there."""
     import nbformat
 
-    kernels = assignments.fake_colab_kernel(tmp_path / "fake")
+    kernels = fresh_runtime.fake_colab_kernel(tmp_path / "fake")
     folder = tmp_path / "content"
     folder.mkdir()
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(PROBE)])
-    node = assignments.run_as_on_colab(notebook, folder, kernels)
+    node = fresh_runtime.execute(notebook, folder, kernels)
     text = "".join(output.get("text", "") for output in node.cells[0].outputs)
     assert "<google.colab._shell.Shell object at" in text, node.cells[0].outputs
     assert f"True {folder}" in text
     assert text.rstrip().endswith("[]"), text  # nothing in the working directory
 
 
+def built_wheel(built: Path) -> Path:
+    return next((built / "wheels").glob("pe_tutorial-*.whl"))
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_student_and_solutions_notebooks_run_on_colab(built, name):
-    """Each alone, its file absent: no cell raises, every check of the solutions passes,
-    and the last cell says how to hand in on Colab."""
-    problems = assignments.check_colab(built / name)
+def test_student_and_solutions_notebooks_run_on_a_fresh_colab_runtime(built, name):
+    """Each alone, its file absent, in an environment with only Colab's preinstalled
+    packages: it installs otter-grader and the package, no cell raises, every check of
+    the solutions passes, and the last cell says how to hand in on Colab."""
+    problems = assignments.check_colab(built / name, built_wheel(built))
     assert problems == [], "\n".join(problems)
+
+
+def test_a_student_notebook_that_does_not_install_otter_fails_on_a_fresh_runtime(
+    built, tmp_path
+):
+    """The bug of issue 46, seeded: the install cell installs the package only."""
+    notebook = json.loads((built / "rope" / "student" / "rope.ipynb").read_text())
+    cell = install_cell.install_cell_of(notebook)
+    package, needs = install_cell.parse(install_cell.cell_source(cell))
+    assert needs == {"otter": install_cell.otter_requirement()}
+    cell["source"] = install_cell.render("edition", package, {})
+    assert install_cell.problems(notebook, "rope.ipynb")  # the static check sees it
+    node = fresh_runtime.run_as_on_colab(notebook, tmp_path, wheel=built_wheel(built))
+    problems = assignments.colab_problems(node, "rope", "student", tmp_path / "content")
+    assert problems[0].startswith("rope (student, on Colab): cell "), problems
+    assert "raised ModuleNotFoundError: No module named 'otter'" in problems[0]
 
 
 def solved_student_notebook(
@@ -729,8 +754,8 @@ def test_a_wrong_answer_fails_its_check_on_colab(built, tmp_path):
     notebook = solved_student_notebook(built, "alibi", wrong=wrong)
     folder = tmp_path / "content"
     folder.mkdir()
-    kernels = assignments.fake_colab_kernel(tmp_path / "fake")
-    node = assignments.run_as_on_colab(notebook, folder, kernels)
+    kernels = fresh_runtime.fake_colab_kernel(tmp_path / "fake")
+    node = fresh_runtime.execute(notebook, folder, kernels)
     q1 = next(
         "".join(
             o.get("text", "") + o.get("data", {}).get("text/plain", "")
@@ -763,8 +788,8 @@ def test_the_check_names_an_init_cell_that_needs_the_notebook_file(built, tmp_pa
     assert seeded == 1
     folder = tmp_path / "content"
     folder.mkdir()
-    kernels = assignments.fake_colab_kernel(tmp_path / "fake")
-    node = assignments.run_as_on_colab(notebook, folder, kernels)
+    kernels = fresh_runtime.fake_colab_kernel(tmp_path / "fake")
+    node = fresh_runtime.execute(notebook, folder, kernels)
     problems = assignments.colab_problems(node, "alibi", "student", folder)
     assert len(problems) == 1, problems
     assert re.fullmatch(
@@ -789,18 +814,24 @@ def test_the_package_ships_the_public_tests_otter_assign_writes(built):
         assert all("hidden=True" not in source for source in built_tests.values())
 
 
-def test_a_student_notebook_handed_out_alone_installs_the_commit_it_was_built_from(
-    built,
-):
-    """No release is published: outside a checkout, the notebook installs this commit."""
-    import yaml
+def test_a_notebook_handed_out_alone_installs_the_commit_it_was_built_from(built):
+    """No release is published: outside a checkout, the student and the solutions
+    notebooks install this commit, and otter-grader in the range the package accepts."""
     from colab_edition import current_commit
 
-    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    package = install_cell.repository_package(current_commit())
     for name in NAMES:
-        student = json.loads((built / name / "student" / f"{name}.ipynb").read_text())
-        install = "".join(student["cells"][1]["source"])
-        assert f'PACKAGE = "pe_tutorial @ git+{url}@{current_commit()}"' in install
+        for version in ("student", "autograder"):
+            notebook = json.loads(
+                (built / name / version / f"{name}.ipynb").read_text()
+            )
+            assert install_cell.problems(notebook, name) == []
+            source = install_cell.cell_source(install_cell.install_cell_of(notebook))
+            assert install_cell.parse(source) == (
+                package,
+                {"otter": install_cell.otter_requirement()},
+            ), (name, version)
+            assert "checkout" not in source
 
 
 def test_an_autograder_zip_lists_a_pinned_environment_and_carries_the_wheel(

@@ -15,6 +15,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import colab_edition  # noqa: E402
+import install_cell  # noqa: E402
 
 URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
 
@@ -139,6 +140,8 @@ def test_student_notebooks_join_the_edition(tmp_path):
     assert copied in written
     cells = ["".join(c["source"]) for c in json.loads(copied.read_text())["cells"]]
     assert any(f"git+{URL}@r" in c for c in cells)
+    # what the master installs besides the package comes along
+    assert any('NEEDS = {"otter": "otter-grader>=' in c for c in cells)
     grader = next(c for c in cells if "otter.Notebook" in c)
     # the public tests are written from the package, nothing is fetched
     assert grader.index('write_public_tests("rope")') < grader.index(
@@ -168,5 +171,9 @@ def test_the_install_cell_says_what_it_does_on_colab(edition):
             next(c for c in notebook["cells"] if c["cell_type"] == "code")["source"]
         )
         assert "checkout" not in first, name  # there is none on Colab
-        assert first.startswith("# pe_tutorial at the commit this Colab edition"), name
+        assert first.startswith(
+            "# What this notebook needs that a fresh runtime (Colab's) lacks"
+        ), name
+        assert "the commit this notebook was made from" in first, name
         compile(first, name, "exec")
+        assert install_cell.problems(notebook, name) == []

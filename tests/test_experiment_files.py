@@ -512,6 +512,18 @@ def test_a_missing_corpus_bad_files_and_bad_combinations_are_one_line(
     assert "cannot hold 400 segments" in error
 
 
+def test_record_says_it_replaces_the_shipped_record(capsys):
+    """From a notebook, --record writes into the runtime's package, over the record
+    the chapters read: it says so, and names the way to keep a run (issue 46)."""
+    assert main(["--preset", "tuned", "--record", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "--record would replace " in out
+    assert "experiments-tuned.json, the record the package ships" in out
+    assert "give --json PATH in a folder that lasts" in out
+    assert main(["--preset", "tuned", "--json", "x.json", "--dry-run"]) == 0
+    assert "would replace" not in capsys.readouterr().out
+
+
 def test_shard_needs_json_and_a_shard_is_k_of_n(tmp_path, capsys):
     assert main(["--shard", "1/2", "--dry-run"]) == 2
     assert "--shard K/N keeps its units beside --json PATH" in capsys.readouterr().err

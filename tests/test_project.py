@@ -126,45 +126,6 @@ def test_chapter_shape(path):
         )
 
 
-INSTALL_NOTEBOOKS = CHAPTERS + sorted((BOOK / "assignments").glob("*.ipynb"))
-
-
-@pytest.mark.parametrize("path", INSTALL_NOTEBOOKS, ids=lambda p: p.name)
-def test_install_cell_prefers_the_checkout_then_the_published_package(path):
-    first_code = next(
-        c for c in read_notebook(path)["cells"] if c["cell_type"] == "code"
-    )
-    source = cell_text(first_code)
-    assert 'importlib.util.find_spec("pe_tutorial") is None' in source, (
-        "install only when missing"
-    )
-    # the checkout the notebook sits in, found by walking up from the working folder
-    assert '(p / "pe_tutorial" / "__init__.py").is_file()' in source
-    assert "here.parents" in source
-    # else the published package, by its name in pyproject.toml; no URL here: the
-    # repository's URL lives in _config.yml, and the Colab edition writes it in
-    assert f'PACKAGE = "{PYPROJECT["project"]["name"].replace("_", "-")}"' in source
-    assert "https://" not in source
-    if path.parent == BOOK:
-        # it runs on Colab but is not part of the rendered page
-        assert "remove-cell" in first_code.get("metadata", {}).get("tags", [])
-
-
-def test_install_cell_finds_the_checkout_from_a_chapter_folder(tmp_path, monkeypatch):
-    """Run the cell's search (not pip) from book/: it must pick the repository root."""
-    source = cell_text(
-        next(c for c in read_notebook(CHAPTERS[0])["cells"] if c["cell_type"] == "code")
-    )
-    search = source.split("if importlib.util.find_spec")[0] + source[
-        source.index("    here = ") : source.index("    target = ")
-    ].replace("\n    ", "\n")
-    for folder, expected in ((BOOK, ROOT), (tmp_path, None)):
-        monkeypatch.chdir(folder)
-        namespace: dict = {}
-        exec(search.replace("    here = ", "here = ", 1), namespace)
-        assert namespace["checkout"] == expected
-
-
 def test_repository_url_is_the_same_everywhere():
     url = CONFIG["repository"]["url"]
     assert PYPROJECT["project"]["urls"]["Homepage"] == url

@@ -27,9 +27,11 @@ submission with its status (graded, failed, timed out), points per question
 and the reason when it was not graded. A feedback file per student holds the
 checks' diagnoses. A run that stops continues where it stopped.
 
-``check-colab`` runs each built student and solutions notebook under Colab's
-conditions (``run_as_on_colab``): its file absent from the kernel's working
-directory, an empty folder, and a kernel whose shell is a
+``check-colab`` runs each built student and solutions notebook as on a fresh
+Colab runtime (``tools/fresh_runtime.py``): a new environment holding only
+Colab's preinstalled packages (no otter-grader, no pe_tutorial), the install
+cell pointed at the build's wheel, the notebook's file absent from the
+kernel's working directory, an empty folder, and a kernel whose shell is a
 ``google.colab._shell.Shell``, so that ``google.colab`` imports and Otter takes
 it for Colab. No cell may raise, every ``grader.check`` of the solutions must
 pass, and the last cell must say how to hand in on Colab.
@@ -53,14 +55,10 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from colab_edition import (
-    PACKAGE_LINE,
-    cell_source,
-    current_commit,
-    install_cell,
-    myst_left,
-    repository_url,
-)
+import install_cell
+from colab_edition import current_commit, myst_left
+from fresh_runtime import run_as_on_colab
+from install_cell import PACKAGE_LINE, cell_source
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTERS = ROOT / "book" / "assignments"
@@ -230,20 +228,21 @@ def refresh_package_tests(results: list[Path]) -> Path:
     return path
 
 
-def pin_install(student: Path, ref: str) -> None:
-    """Point the student notebook's install cell at this repository's commit ``ref``.
+def pin_install(notebook_path: Path, ref: str) -> None:
+    """Point a built notebook's install cell at this repository's commit ``ref``.
 
-    Outside a checkout the cell installs ``PACKAGE``; no release of the package
-    is published, so a notebook handed out alone (an LMS, a drive, Colab)
-    installs the commit it was built from instead.
+    The master's cell installs the checkout it sits in, else the repository's
+    default branch; no release of the package is published, so a notebook handed
+    out alone (an LMS, a drive, Colab), student or solutions, installs the commit
+    it was built from instead, and otter-grader as the master asks.
     """
-    notebook = json.loads(student.read_text())
-    package = f"pe_tutorial @ git+{repository_url()}@{ref}"
+    notebook = json.loads(notebook_path.read_text())
+    package = install_cell.repository_package(ref)
     for cell in notebook["cells"]:
         source = cell_source(cell)
         if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
-            cell["source"] = install_cell(source, package)
-    student.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+            cell["source"] = install_cell.edition(source, package)
+    notebook_path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
 
 
 def build(
@@ -267,7 +266,8 @@ def build(
         problems = student_problems(master, student)
         if problems:
             raise RuntimeError(f"{student}:\n  " + "\n  ".join(problems))
-        pin_install(student, current_commit())
+        for built in (student, result / "autograder" / master.name):
+            pin_install(built, current_commit())
         results.append(result)
         print(
             f"{master.stem}: {student.relative_to(out)} and {result.name}/autograder/"
@@ -575,84 +575,8 @@ def check_autograders(built: Path, venv: Path) -> list[str]:
 
 
 # --- the notebooks under Colab's conditions -------------------------------------------
-
-# Colab starts ipykernel with its own kernel class, google.colab._kernel.Kernel, whose
-# shell class is google.colab._shell.Shell (a ZMQInteractiveShell); Otter takes the
-# kernel for Colab's when str(get_ipython()) names "google.colab". These stand-ins
-# have the same module and class names and are started the same way (the kernel
-# class picks the shell class); they add nothing else of Colab's.
-FAKE_COLAB = {
-    "google/colab/__init__.py": '"""A stand-in for Colab\'s google.colab (tools/assignments.py)."""\n',
-    "google/colab/_shell.py": (
-        '"""A stand-in for Colab\'s shell class."""\n\n'
-        "from ipykernel import zmqshell\n\n\n"
-        "class Shell(zmqshell.ZMQInteractiveShell):\n"
-        '    """What get_ipython() returns on Colab, by module and class name."""\n'
-    ),
-    "google/colab/_kernel.py": (
-        '"""A stand-in for Colab\'s kernel class."""\n\n'
-        "from ipykernel import ipkernel\n"
-        "from traitlets import Type\n\n"
-        "from google.colab import _shell\n\n\n"
-        "class Kernel(ipkernel.IPythonKernel):\n"
-        "    shell_class = Type(_shell.Shell)\n"
-    ),
-}
-COLAB_KERNEL = "fake-colab"
-
-
-def fake_colab_kernel(root: Path) -> Path:
-    """A kernelspec ``fake-colab`` under ``root/kernels`` (returned) that starts this
-    Python's ipykernel with Colab's kernel class, ``google.colab`` importable from
-    ``root/site`` (a namespace package ``google``, as Colab installs it)."""
-    site = root / "site"
-    for relative, source in FAKE_COLAB.items():
-        (site / relative).parent.mkdir(parents=True, exist_ok=True)
-        (site / relative).write_text(source)
-    spec = root / "kernels" / COLAB_KERNEL
-    spec.mkdir(parents=True, exist_ok=True)
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
-    kernel = {
-        "argv": [
-            sys.executable,
-            "-m",
-            "ipykernel_launcher",
-            "-f",
-            "{connection_file}",
-            "--IPKernelApp.kernel_class=google.colab._kernel.Kernel",
-        ],
-        "display_name": "Python 3 (Colab's shell, faked)",
-        "language": "python",
-        "env": {"PYTHONPATH": path},
-    }
-    (spec / "kernel.json").write_text(json.dumps(kernel, indent=1))
-    return root / "kernels"
-
-
-def run_as_on_colab(notebook: dict, folder: Path, kernels: Path, timeout: int = 300):
-    """Execute ``notebook`` (its JSON) as Colab does: the kernel works in ``folder``,
-    which must be empty (no notebook file is written there), with Colab's shell class.
-    Every cell runs even after an error; returns the executed ``NotebookNode``."""
-    import nbformat
-    from jupyter_client import KernelManager
-    from jupyter_client.kernelspec import KernelSpecManager
-    from nbclient import NotebookClient
-
-    if any(folder.iterdir()):
-        raise ValueError(
-            f"{folder} is not empty: {sorted(p.name for p in folder.iterdir())}"
-        )
-    node = nbformat.reads(json.dumps(notebook), as_version=4)
-    specs = KernelSpecManager(kernel_dirs=[str(kernels)])
-    manager = KernelManager(kernel_name=COLAB_KERNEL, kernel_spec_manager=specs)
-    NotebookClient(
-        node,
-        km=manager,
-        timeout=timeout,
-        allow_errors=True,
-        resources={"metadata": {"path": str(folder)}},
-    ).execute(cleanup_kc=True)  # the kernel is shut down, though the manager is ours
-    return node
+# tools/fresh_runtime.py: a fresh runtime (only Colab's preinstalled packages), Colab's
+# kernel and shell classes, an empty working folder.
 
 
 def _outputs_text(cell) -> str:
@@ -729,10 +653,12 @@ def colab_problems(node, name: str, version: str, folder: Path) -> list[str]:
     return problems
 
 
-def check_colab(result: Path) -> list[str]:
-    """Run assignment ``result``'s student and solutions notebooks under Colab's
-    conditions, each alone in an empty folder; return the problems (none: both ran
-    with no cell error, the solutions passed every check, and both said how to hand in)."""
+def check_colab(result: Path, wheel: Path) -> list[str]:
+    """Run assignment ``result``'s student and solutions notebooks as on a fresh Colab
+    runtime, each alone in an empty folder and a new environment holding only Colab's
+    preinstalled packages, its install cell pointed at ``wheel`` (the package's build);
+    return the problems (none: both installed what they need, ran with no cell error,
+    the solutions passed every check, and both said how to hand in)."""
     name = result.name
     versions = {
         "student": result / "student" / f"{name}.ipynb",
@@ -740,13 +666,10 @@ def check_colab(result: Path) -> list[str]:
     }
     problems = []
     with tempfile.TemporaryDirectory() as temporary:
-        root = Path(temporary)
-        kernels = fake_colab_kernel(root)
         for version, path in versions.items():
-            folder = root / version / "content"
-            folder.mkdir(parents=True)
-            node = run_as_on_colab(json.loads(path.read_text()), folder, kernels)
-            problems += colab_problems(node, name, version, folder)
+            root = Path(temporary) / version
+            node = run_as_on_colab(json.loads(path.read_text()), root, wheel=wheel)
+            problems += colab_problems(node, name, version, root / "content")
     return problems
 
 
@@ -828,8 +751,9 @@ def main(argv: list[str] | None = None) -> None:
             p.name for p in args.built.iterdir() if (p / "student").is_dir()
         )
         problems = []
+        wheel = next((args.built / "wheels").glob("pe_tutorial-*.whl"))
         for name in names:
-            found = check_colab(args.built / name)
+            found = check_colab(args.built / name, wheel)
             print(f"{name}: {'ok' if not found else 'FAILED'} on Colab")
             problems += found
         for problem in problems:

@@ -42,21 +42,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import yaml
+import install_cell
+from install_cell import PACKAGE_LINE, cell_source
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 
 # A MyST role or directive, which plain Jupyter and Colab print as is.
 MYST_SYNTAX = re.compile(r"\{[a-z][\w:-]*\}`|^\s*(```|:::)\s*\{[\w:-]+\}", re.M)
-PACKAGE_LINE = re.compile(r'^PACKAGE = "[^"]*"$', re.M)
-PYPI_NAME = "pe-tutorial"
-
-
-def cell_source(cell: dict) -> str:
-    """A cell's source as one string (nbformat stores a string or a list of lines)."""
-    source = cell["source"]
-    return "".join(source) if isinstance(source, list) else source
 
 
 def chapters() -> list[Path]:
@@ -64,10 +57,6 @@ def chapters() -> list[Path]:
     toc = (ROOT / "_toc.yml").read_text()
     files = re.findall(r"file:\s*(\S+)", toc)
     return [ROOT / f"{f}.ipynb" for f in files if (ROOT / f"{f}.ipynb").is_file()]
-
-
-def repository_url() -> str:
-    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
 
 
 def current_commit() -> str:
@@ -301,49 +290,18 @@ class Converter:
 # The edition's install cell, true for where it runs: a Colab runtime has no checkout,
 # so the cell installs the commit the edition was made from, unless the package is
 # importable already (a runtime that ran it once).
-EDITION_INSTALL = """\
-# pe_tutorial at the commit this Colab edition was made from, installed from the
-# book's repository when it is not importable yet (a fresh Colab runtime).
-import importlib.util
-import subprocess
-import sys
-
-PACKAGE = {package}
-if importlib.util.find_spec("pe_tutorial") is None:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", PACKAGE])"""
-
 # Colab reads these to open the notebook on a GPU runtime (Runtime > Change runtime type
 # shows the choice); the free tier's GPU is a T4.
 GPU_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
 
 GPU_NOTE = (
     "*This notebook asks Colab for a GPU runtime (Runtime > Change runtime type shows "
-    "it; a T4 on the free tier). Only the timing cells use the GPU, and say which "
-    "device they ran on; every other cell runs on a CPU as well, only slower where "
-    "it trains.*"
+    "it; a T4 on the free tier). The timing cells use the GPU, and so does a run "
+    'that picks its device with `device="auto"` (chapter 9\'s live experiments); '
+    "each says which device it ran on. Every other cell runs on the CPU, here as "
+    "anywhere, so a CPU runtime runs the whole notebook too, only slower where it "
+    "trains.*"
 )
-
-
-def install_cell(source: str, package: str) -> str:
-    """The edition's install cell, in place of the chapter's (which looks for a checkout)."""
-    if not PACKAGE_LINE.search(source):
-        raise ValueError(
-            'the install cell has no PACKAGE = "..." line to point at the repository'
-        )
-    return EDITION_INSTALL.format(package=json.dumps(package))
-
-
-def pin_package(source: str, package: str) -> str:
-    """A student notebook's install cell with ``PACKAGE`` at the edition's commit."""
-    if not PACKAGE_LINE.search(source):
-        raise ValueError(
-            'the install cell has no PACKAGE = "..." line to point at the repository'
-        )
-    source = source.replace(
-        "# pe_tutorial from the checkout this notebook sits in, else the published package;",
-        "# pe_tutorial from the checkout this notebook sits in, else the book's own commit;",
-    )
-    return PACKAGE_LINE.sub(f"PACKAGE = {json.dumps(package)}", source)
 
 
 def convert(
@@ -366,7 +324,7 @@ def convert(
             cell["source"] = converter.markdown(source, path.parent)
         elif cell["cell_type"] == "code":
             if first_code:
-                cell["source"] = install_cell(source, package)
+                cell["source"] = install_cell.edition(source, package)
                 first_code = False
             cell["outputs"], cell["execution_count"] = [], None
     if strict and converter.missing:
@@ -416,7 +374,7 @@ def build(
     ref: str,
     strict: bool = False,
 ) -> list[Path]:
-    package = f"pe_tutorial @ git+{repository_url()}@{ref}"
+    package = install_cell.repository_package(ref)
     bib = Bibliography()
     written = []
     shutil.rmtree(out, ignore_errors=True)
@@ -449,7 +407,7 @@ def build(
                 # the public tests come with the package (pe_tutorial.course), so
                 # only the install cell changes: it installs the book's own commit
                 if cell["cell_type"] == "code" and PACKAGE_LINE.search(source):
-                    cell["source"] = pin_package(source, package)
+                    cell["source"] = install_cell.edition(source, package)
             target = out / "book" / "assignments" / student.name
             target.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
             written.append(target)

@@ -243,6 +243,17 @@ def _run(argv: list[str]) -> int:
     partial = partial_path(targets[0], args.shard) if targets else None
     if args.resume and not partial.exists():
         return _fail(parser.prog, f"nothing to resume: {partial} does not exist")
+    if args.record and targets[0].exists():
+        # a notebook's `!` command writes into the runtime's copy of the package: on Colab
+        # it is lost when the runtime ends, and it replaces what the chapters read
+        print(
+            f"--record {'would replace' if args.dry_run else 'replaces'} "
+            f"{targets[0]}, the record the package ships (the chapters read it), when "
+            "the run finishes; to keep your run beside it, and past the end of a Colab "
+            "runtime, give --json PATH in a folder that lasts (a mounted Drive folder) "
+            "instead of --record",
+            flush=True,
+        )
     if args.dry_run:
         return _dry_run(parser.prog, preset, device, args.shard)
     threads = os.environ.get("OMP_NUM_THREADS")
