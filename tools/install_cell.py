@@ -40,8 +40,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
 
-# What a fresh Colab runtime already has, of what the notebooks import (pip names);
-# the fresh-runtime check (tools/fresh_runtime.py) installs exactly these.
+# What a fresh Colab runtime already has (pip names): what the notebooks import, and
+# the common packages otter-grader depends on that Colab ships too (the Jupyter stack,
+# requests, pydantic, Sphinx, ...). The fresh-runtime check (tools/fresh_runtime.py)
+# installs exactly these, with torch: never otter-grader or pe_tutorial, which the
+# notebooks must install themselves.
 COLAB_PREINSTALLED = (
     "numpy",
     "matplotlib",
@@ -50,6 +53,20 @@ COLAB_PREINSTALLED = (
     "pandas",
     "altair",
     "ipykernel",
+    "ipywidgets",
+    "nbformat",
+    "nbconvert",
+    "nbclient",
+    "jupyter-client",
+    "requests",
+    "pyyaml",
+    "jinja2",
+    "click",
+    "dill",
+    "wrapt",
+    "pydantic",
+    "sphinx",
+    "psutil",
 )
 # their import names, with torch (whose build the check takes from TORCH_SPEC)
 # and what ipykernel brings
