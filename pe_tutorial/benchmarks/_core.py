@@ -44,6 +44,36 @@ class WrongResult(RuntimeError):
     """
 
 
+def check_result(
+    name: str,
+    got: torch.Tensor | None,
+    want: torch.Tensor,
+    *,
+    what: str,
+    reference: str,
+    atol: float,
+    rtol: float = 0.0,
+) -> None:
+    """Raise ``WrongResult`` unless the row ``name``'s ``what`` (``got``) has ``want``'s
+    shape and ``|got - want| <= atol + rtol |want|`` everywhere (compared in float64);
+    the message names the row, what of it, the ``reference`` and the difference."""
+    if got is None or got.shape != want.shape:
+        shape = None if got is None else tuple(got.shape)
+        raise WrongResult(
+            f"{name}: its {what} has shape {shape} instead of {tuple(want.shape)}; "
+            "fix that path, or remove it from the suite"
+        )
+    a, b = got.double(), want.double()
+    if not torch.allclose(a, b, atol=atol, rtol=rtol):
+        difference = (a - b).abs().max().item()
+        largest = b.abs().max().item()
+        raise WrongResult(
+            f"{name}: its {what} disagrees with {reference} (largest difference "
+            f"{difference:.3g}, largest value {largest:.3g}); fix that path, or "
+            "remove it from the suite"
+        )
+
+
 @dataclass
 class Plan:
     """What a suite will time on one device: cases, and what to say besides.
