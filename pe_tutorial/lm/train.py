@@ -31,7 +31,11 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from .._validation import require_positive_float, require_positive_int
+from .._validation import (
+    require_non_negative_int,
+    require_positive_float,
+    require_positive_int,
+)
 from ..devices import DEVICE_CHOICES, resolve_device  # noqa: F401  (re-exported)
 from .data import IGNORE_INDEX
 
@@ -107,8 +111,7 @@ def learning_rate_at(config: TrainConfig, step: int) -> float:
     per step, so its sum over the steps bounds how far a parameter can travel
     (chapter 9: why position tables get a rate of their own).
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an integer >= 0, got {step!r}")
+    require_non_negative_int(step, "step")
     if step >= config.steps:
         raise ValueError(
             f"step {step} is past the schedule: it has steps 0 to {config.steps - 1}"
@@ -137,8 +140,7 @@ def curve_steps(steps: int, points: int) -> list[int]:
     ``curve_steps(800, 8) == [100, 200, ..., 800]``.
     """
     require_positive_int(steps, "steps")
-    if not isinstance(points, int) or isinstance(points, bool) or points < 0:
-        raise ValueError(f"points must be a non-negative integer, got {points!r}")
+    require_non_negative_int(points, "points")
     return sorted({max(1, round(steps * (i + 1) / points)) for i in range(points)})
 
 
