@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -421,14 +422,39 @@ def _measure_alike(
     measured again from the largest count, until all agree (a count only
     grows, so this ends).
     """
-    measured: list[list[bench.Timing] | None] = [None] * len(groups)
+    measured = sample_alike(
+        len(groups),
+        lambda i, calls: bench.measure(groups[i], calls_per_sample=calls, **options),
+        lambda timings: timings[0].calls_per_sample,
+        calls=calls,
+    )
+    return [t for timings in measured for t in timings]
+
+
+def sample_alike(
+    parts: int,
+    measure: Callable[[int, int], Any],
+    calls_of: Callable[[Any], int],
+    *,
+    calls: int = 1,
+) -> list:
+    """``measure(i, calls)`` for each part ``i < parts``, every part sampled alike.
+
+    A part measures its own rows alike and says with how many calls in a row it
+    ended (``calls_of``, at least ``calls``, more while a row stayed noisy); the
+    parts that ended with fewer than another are measured again from the largest
+    count, until all agree (a count only grows, so this ends). Parts are groups
+    of rows measured apart (``_measure_alike``) or processes (``cli``'s
+    ``--processes``).
+    """
+    results: list = [None] * parts
     while True:
-        for i, group in enumerate(groups):
-            if measured[i] is None or measured[i][0].calls_per_sample < calls:
-                measured[i] = bench.measure(group, calls_per_sample=calls, **options)
-        counts = {t.calls_per_sample for timings in measured for t in timings}
+        for i in range(parts):
+            if results[i] is None or calls_of(results[i]) < calls:
+                results[i] = measure(i, calls)
+        counts = {calls_of(result) for result in results}
         if len(counts) == 1:
-            return [t for timings in measured for t in timings]
+            return results
         calls = max(counts)
 
 
