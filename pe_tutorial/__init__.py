@@ -142,6 +142,7 @@ from .encodings.rope_scaling import (
     longrope_attention_factor,
     longrope_frequencies,
     scaled_rope_frequencies,
+    yarn_attention_factor,
 )
 from .encodings.rope_triton import triton_status
 from .encodings.xpos import apply_xpos, xpos_decay
@@ -374,4 +375,5 @@ __all__ = [
     "use_book_style",
     "WordEmbedder",
     "xpos_decay",
+    "yarn_attention_factor",
 ]

@@ -12,6 +12,15 @@ def require_positive_int(value, name: str) -> int:
     return value
 
 
+def require_non_negative_int(value, name: str, meaning: str = "") -> int:
+    """Return ``value`` if it is an integer 0 or more, else raise ``ValueError``;
+    ``meaning`` (optional) says what it counts, in parentheses in the message."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        said = f" ({meaning})" if meaning else ""
+        raise ValueError(f"{name} must be a non-negative integer{said}, got {value!r}")
+    return value
+
+
 def require_even(value: int, name: str, why: str) -> int:
     """Raise ``ValueError`` if ``value`` is odd; ``why`` says what the even value is needed for."""
     if value % 2 != 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -413,6 +414,29 @@ def test_page_faults_per_call_are_counted_where_fresh_memory_is_written():
     assert by_name["fresh"].faults_per_call >= 32
     assert by_name["given"].faults_per_call < 4
     assert "faults" in bench.format_table(timings)
+
+
+def test_page_faults_are_per_call_whatever_the_calls_per_sample():
+    """A sample of 1 call and one of 4 calls in a row give the same faults per call
+    for a call that writes a fresh 64 MiB tensor each time (above glibc's largest
+    mmap threshold, so its pages are returned when it is freed and every call faults
+    them in again)."""
+    if bench.minor_faults() is None:
+        pytest.skip("this system does not count page faults")
+
+    def fresh():
+        torch.ones(2**24)
+
+    def per_call(calls: int) -> float:
+        samples = [
+            bench._time_once(fresh, torch.device("cpu"), calls)[1] for _ in range(5)
+        ]
+        return statistics.median(samples)
+
+    fresh()  # warm
+    one, four = per_call(1), per_call(4)
+    assert one >= 32, one  # 64 MiB: 16384 pages of 4 KiB, or 32 huge pages of 2 MiB
+    assert 0.5 < four / one < 2, (one, four)
 
 
 def test_rows_are_within_noise_when_their_interquartile_ranges_overlap():

@@ -453,6 +453,16 @@ def _refused(
             "tuned.t5.seq_len: the same for every scheme of a run; set it in [train]",
         ),
         ("tuned.t5={}", "tuned.t5: empty; give the fields this scheme trains with"),
+        # a value listed twice in a sweep: its own message, naming field and value
+        # (without it, the repeated variants were refused later under another name)
+        (
+            "sweep.train.learning_rate=[1e-3, 3e-3, 0.001]",
+            "sweep.train.learning_rate: 0.001 given twice",
+        ),
+        (
+            "sweep.model.num_heads=[2, 4, 4]",
+            "sweep.model.num_heads: 4 given twice",
+        ),
         (
             "tuned.t5={learning_rate = -1.0}",
             "tuned.t5: learning_rate must be a positive finite number",

@@ -515,6 +515,36 @@ def test_shards_merged_give_the_record_of_one_process(tiny_shards, tiny_results)
     )
 
 
+def test_a_unit_in_two_parts_is_taken_from_the_first(
+    tiny_shards, tmp_path, monkeypatch
+):
+    """As merge.py promises: a shard run twice (here with another result for one unit)
+    gives the unit of the file named first, whichever order the files come in."""
+    _, parts, _ = tiny_shards
+    document = json.loads(parts[1].read_text())
+    key = next(iter(document["units"]))
+    result = document["units"][key]["result"]
+    assert isinstance(result, dict) and result
+    marked = {**result, "marked": "the second run"}
+    document["units"][key]["result"] = marked
+    again = tmp_path / "again.partial"
+    again.write_text(json.dumps(document))
+
+    from pe_tutorial.experiments import merge
+
+    def unit_result(order: list[Path]) -> dict:
+        """The result the merge hands to ``record`` for the unit ``key``."""
+        chosen = {}
+        monkeypatch.setattr(
+            merge, "record", lambda runner, results, **kw: chosen.update(results)
+        )
+        merge.merge_parts(order)
+        return chosen[key]
+
+    assert unit_result([parts[0], parts[1], again]) == result
+    assert unit_result([parts[0], again, parts[1]]) == marked
+
+
 def _merge_fails(capsys, out: Path, parts: list[Path]) -> str:
     """Merging ``parts`` fails with one line and writes nothing; the line."""
     assert main(["merge", str(out), *map(str, parts)]) == 2

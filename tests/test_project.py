@@ -524,6 +524,62 @@ def test_nothing_imports_upward():
     assert not offences, offences
 
 
+def _import_graph() -> dict[str, set[str]]:
+    """``{module: modules it imports}`` over the package's modules (paths relative to
+    the package, no suffix), typing-only imports included; a folder's ``__init__``
+    (which gathers its folder's names) is left out."""
+    package = ROOT / "pe_tutorial"
+    modules = {
+        p.relative_to(package).with_suffix("").as_posix()
+        for p in package.rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    return {
+        module: _imported_modules(package / f"{module}.py", package) & modules
+        for module in modules
+    }
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    """Within a folder too, imports run one way (issue 45): a circle, even one only a
+    type checker follows, means neither module can be read without the other."""
+    assert _circles(_import_graph()) == []
+    # the detector sees a circle of three
+    seeded = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(seeded) == [["a", "b", "c"]]
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_chapters_import_the_package_in_a_line_or_two(path):
     """`import pe_tutorial as pe`, the timing suites, sympy's symbols: three lines at most.

@@ -618,5 +618,5 @@ def test_the_schedule_warms_up_then_falls_to_a_tenth_and_sums_in_closed_form():
     assert sum(rates) == pytest.approx(3e-3 * (81 / 2 + 72 + 0.45 * 721), rel=1e-9)
     with pytest.raises(ValueError, match="past the schedule"):
         learning_rate_at(config, 800)
-    with pytest.raises(ValueError, match="integer >= 0"):
+    with pytest.raises(ValueError, match="step must be a non-negative integer"):
         learning_rate_at(config, -1)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .._validation import require_positive_int
+from .._validation import require_non_negative_int, require_positive_int
 from .core import DEFAULT_KERNEL, Kernel, MultiHeadAttention, attend
 from .position_scheme import NoPositionScheme, PositionScheme
 
@@ -104,15 +104,7 @@ class RollingCache:
 
     def __post_init__(self):
         require_positive_int(self.window, "window")
-        if (
-            isinstance(self.sinks, bool)
-            or not isinstance(self.sinks, int)
-            or self.sinks < 0
-        ):
-            raise ValueError(
-                f"sinks must be a non-negative integer (0: a plain sliding window), "
-                f"got {self.sinks!r}"
-            )
+        require_non_negative_int(self.sinks, "sinks", "0: a plain sliding window")
 
     @property
     def size(self) -> int:
@@ -124,8 +116,7 @@ class RollingCache:
 
         ``[0 .. i]`` while ``i < C``; then ``[0 .. sinks - 1] + [i - window + 1 .. i]``.
         """
-        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-            raise ValueError(f"i must be a token index >= 0, got {i!r}")
+        require_non_negative_int(i, "i", "a token index")
         if i < self.size:
             return list(range(i + 1))
         return self._indices(torch.tensor([i]))[0].tolist()  # the layout attend uses

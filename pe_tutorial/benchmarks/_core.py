@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -42,6 +43,36 @@ class WrongResult(RuntimeError):
     Suites check each path's output before timing it; a wrong one stops the
     suite, naming the path, instead of being dropped from the table.
     """
+
+
+def check_result(
+    name: str,
+    got: torch.Tensor | None,
+    want: torch.Tensor,
+    *,
+    what: str,
+    reference: str,
+    atol: float,
+    rtol: float = 0.0,
+) -> None:
+    """Raise ``WrongResult`` unless the row ``name``'s ``what`` (``got``) has ``want``'s
+    shape and ``|got - want| <= atol + rtol |want|`` everywhere (compared in float64);
+    the message names the row, what of it, the ``reference`` and the difference."""
+    if got is None or got.shape != want.shape:
+        shape = None if got is None else tuple(got.shape)
+        raise WrongResult(
+            f"{name}: its {what} has shape {shape} instead of {tuple(want.shape)}; "
+            "fix that path, or remove it from the suite"
+        )
+    a, b = got.double(), want.double()
+    if not torch.allclose(a, b, atol=atol, rtol=rtol):
+        difference = (a - b).abs().max().item()
+        largest = b.abs().max().item()
+        raise WrongResult(
+            f"{name}: its {what} disagrees with {reference} (largest difference "
+            f"{difference:.3g}, largest value {largest:.3g}); fix that path, or "
+            "remove it from the suite"
+        )
 
 
 @dataclass
@@ -391,14 +422,39 @@ def _measure_alike(
     measured again from the largest count, until all agree (a count only
     grows, so this ends).
     """
-    measured: list[list[bench.Timing] | None] = [None] * len(groups)
+    measured = sample_alike(
+        len(groups),
+        lambda i, calls: bench.measure(groups[i], calls_per_sample=calls, **options),
+        lambda timings: timings[0].calls_per_sample,
+        calls=calls,
+    )
+    return [t for timings in measured for t in timings]
+
+
+def sample_alike(
+    parts: int,
+    measure: Callable[[int, int], Any],
+    calls_of: Callable[[Any], int],
+    *,
+    calls: int = 1,
+) -> list:
+    """``measure(i, calls)`` for each part ``i < parts``, every part sampled alike.
+
+    A part measures its own rows alike and says with how many calls in a row it
+    ended (``calls_of``, at least ``calls``, more while a row stayed noisy); the
+    parts that ended with fewer than another are measured again from the largest
+    count, until all agree (a count only grows, so this ends). Parts are groups
+    of rows measured apart (``_measure_alike``) or processes (``cli``'s
+    ``--processes``).
+    """
+    results: list = [None] * parts
     while True:
-        for i, group in enumerate(groups):
-            if measured[i] is None or measured[i][0].calls_per_sample < calls:
-                measured[i] = bench.measure(group, calls_per_sample=calls, **options)
-        counts = {t.calls_per_sample for timings in measured for t in timings}
+        for i in range(parts):
+            if results[i] is None or calls_of(results[i]) < calls:
+                results[i] = measure(i, calls)
+        counts = {calls_of(result) for result in results}
         if len(counts) == 1:
-            return [t for timings in measured for t in timings]
+            return results
         calls = max(counts)
 
 

@@ -31,7 +31,7 @@ from ..attention.schemes import ALiBiScheme, T5BiasScheme
 from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import T5RelativeBias
 from . import timing as bench
-from ._core import Plan, Suite, WrongResult, compile_counts, compile_note, register
+from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
 from .chapters import attention_shape
 from .timing import Case, with_peak_memory
 
@@ -120,15 +120,15 @@ def attention_bias_suite(
     for name, fn in calls.items():
         fn = _quiet(fn)
         key = "ALiBi" if "ALiBi" in name else "T5" if "T5" in name else "none"
-        got = fn().float()
-        if not torch.allclose(
-            got, reference_outputs[key], atol=tolerance, rtol=tolerance
-        ):
-            difference = (got - reference_outputs[key]).abs().max().item()
-            raise WrongResult(
-                f"{name}: its output disagrees with the naive kernel (largest "
-                f"difference {difference:.3g}); fix that path, or remove it from the suite"
-            )
+        check_result(
+            name,
+            fn().float(),
+            reference_outputs[key],
+            what="output",
+            reference="the naive kernel",
+            atol=tolerance,
+            rtol=tolerance,
+        )
         cases.append(Case(name, fn, shapes, dtype_name))
     notes += with_peak_memory(cases, device)
     return Plan(

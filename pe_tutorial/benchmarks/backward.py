@@ -39,7 +39,7 @@ from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import T5RelativeBias
 from ..encodings.rope import apply_rope
 from . import attention_bias
-from ._core import Plan, Suite, WrongResult, compile_counts, compile_note, register
+from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
 from .chapters import attention_shape
 from .rope import default_shape
 from .timing import Case, with_peak_memory
@@ -51,21 +51,18 @@ def _tolerance(dtype: torch.dtype) -> float:
 
 
 def _check(name: str, got, want, what: list[str], dtype: torch.dtype) -> None:
-    """Raise WrongResult unless each of ``got`` matches the float64 ``want``."""
+    """Raise WrongResult unless each of ``got`` matches the float64 ``want`` within the
+    dtype's tolerance, scaled by the largest value (at least 1)."""
     for label, a, b in zip(what, got, want, strict=True):
-        if a is None or a.shape != b.shape:
-            shape = None if a is None else tuple(a.shape)
-            raise WrongResult(
-                f"{name}: its {label} has shape {shape} instead of {tuple(b.shape)}"
-            )
         scale = max(1.0, b.abs().max().item())
-        difference = (a.double() - b).abs().max().item()
-        if not difference <= _tolerance(dtype) * scale:
-            raise WrongResult(
-                f"{name}: its {label} disagrees with the float64 reference (largest "
-                f"difference {difference:.3g}, largest value {scale:.3g}); fix that "
-                "path, or remove it from the suite"
-            )
+        check_result(
+            name,
+            a,
+            b,
+            what=label,
+            reference="the float64 reference",
+            atol=_tolerance(dtype) * scale,
+        )
 
 
 def _timed_first_call(fn, device) -> float:

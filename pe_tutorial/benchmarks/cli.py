@@ -223,38 +223,33 @@ def _in_processes(suite, device, dtype, repeats, max_seconds, args):
     import subprocess
     import tempfile
 
-    runs: list = [None] * args.processes
-    calls = 1
+    def run_process(i: int, calls: int):
+        path = Path(folder) / f"run-{i}.json"
+        command = [
+            sys.executable,
+            "-m",
+            "pe_tutorial.benchmarks",
+            suite.name,
+            "--device",
+            str(device),
+            "--json",
+            str(path),
+            "--repeats",
+            str(repeats),
+            "--calls-per-sample",
+            str(calls),
+        ]
+        if dtype is not None:
+            command += ["--dtype", str(dtype)]
+        if max_seconds is not None:
+            command += ["--max-seconds", str(max_seconds)]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        return _core.SuiteResult.from_dict(json.loads(path.read_text()))
+
     with tempfile.TemporaryDirectory() as folder:
-        while True:
-            for i in range(args.processes):
-                if runs[i] is not None and runs[i].timings[0].calls_per_sample >= calls:
-                    continue
-                path = Path(folder) / f"run-{i}.json"
-                command = [
-                    sys.executable,
-                    "-m",
-                    "pe_tutorial.benchmarks",
-                    suite.name,
-                    "--device",
-                    str(device),
-                    "--json",
-                    str(path),
-                    "--repeats",
-                    str(repeats),
-                    "--calls-per-sample",
-                    str(calls),
-                ]
-                if dtype is not None:
-                    command += ["--dtype", str(dtype)]
-                if max_seconds is not None:
-                    command += ["--max-seconds", str(max_seconds)]
-                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-                runs[i] = _core.SuiteResult.from_dict(json.loads(path.read_text()))
-            counts = {t.calls_per_sample for run in runs for t in run.timings}
-            if len(counts) == 1:
-                break
-            calls = max(counts)
+        runs = _core.sample_alike(
+            args.processes, run_process, lambda run: run.timings[0].calls_per_sample
+        )
     merged = _core.merge_runs(runs)
     merged.command += f" --processes {args.processes}"
     return merged

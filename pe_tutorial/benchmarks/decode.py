@@ -34,7 +34,7 @@ from ..devices import synchronize
 from ..encodings import fused_rope, rope_triton
 from ..encodings.rope import apply_rope
 from . import timing as bench
-from ._core import Plan, Suite, WrongResult, compile_counts, compile_note, register
+from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
 from .timing import Case, with_peak_memory
 
 ROTATION = "fused: q and k, cos/sin once"
@@ -70,18 +70,15 @@ def _tolerance(dtype: torch.dtype) -> float:
 def _check(name: str, got: torch.Tensor, want: torch.Tensor, what: str) -> None:
     """Raise WrongResult unless ``got`` equals ``want`` within the dtype's tolerance."""
     tolerance = _tolerance(want.dtype)
-    if got.shape != want.shape:
-        raise WrongResult(
-            f"{name}: its {what} has shape {tuple(got.shape)} instead of "
-            f"{tuple(want.shape)}; fix that path, or remove it from the suite"
-        )
-    if not torch.allclose(got.float(), want.float(), atol=tolerance, rtol=tolerance):
-        difference = (got.float() - want.float()).abs().max().item()
-        raise WrongResult(
-            f"{name}: its {what} disagrees with apply_rope at each sequence's own "
-            f"offset (largest difference {difference:.3g}); fix that path, or "
-            "remove it from the suite"
-        )
+    check_result(
+        name,
+        got,
+        want,
+        what=what,
+        reference="apply_rope at each sequence's own offset",
+        atol=tolerance,
+        rtol=tolerance,
+    )
 
 
 class _Decode:

@@ -21,7 +21,7 @@ import torch
 from ..encodings import fused_rope, rope_triton
 from ..encodings.rope import apply_rope, apply_rope_matrix
 from . import peers
-from ._core import Plan, Suite, WrongResult, compile_counts, compile_note, register
+from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
 from .timing import Case, with_peak_memory
 
 # the dense matrix per token is skipped above this many multiply-adds per call
@@ -38,9 +38,8 @@ def default_shape(device: torch.device) -> tuple[int, int, int, int]:
     return (8, 32, 2048, 128) if device.type == "cuda" else (2, 16, 2048, 128)
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype) -> bool:
-    tolerance = 1e-4 if dtype == torch.float32 else 3e-2
-    return torch.allclose(a.float(), b.float(), atol=tolerance, rtol=tolerance)
+def _tolerance(dtype: torch.dtype) -> float:
+    return 1e-4 if dtype == torch.float32 else 3e-2
 
 
 # the rows that write into outputs they were given, or in place; every other row
@@ -63,17 +62,17 @@ def _checked_case(name, fn, expected, dtype, *, layout="bhtd") -> Case:
     out_q, out_k = fn()
     if layout == "bthd":
         out_q, out_k = out_q.transpose(1, 2), out_k.transpose(1, 2)
+    tolerance = _tolerance(dtype)
     for got, want, which in ((out_q, expected[0], "q"), (out_k, expected[1], "k")):
-        if got.shape != want.shape or not _close(got, want, dtype):
-            difference = (
-                (got.float() - want.float()).abs().max().item()
-                if got.shape == want.shape
-                else f"shape {tuple(got.shape)} instead of {tuple(want.shape)}"
-            )
-            raise WrongResult(
-                f"{name}: its rotated {which} disagrees with apply_rope (largest "
-                f"difference {difference}); fix that path, or remove it from the suite"
-            )
+        check_result(
+            name,
+            got.float(),
+            want.float(),
+            what=f"rotated {which}",
+            reference="apply_rope",
+            atol=tolerance,
+            rtol=tolerance,
+        )
     return Case(name, fn)
 
 

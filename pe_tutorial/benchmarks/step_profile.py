@@ -66,6 +66,7 @@ from torch import nn
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from .._validation import require_non_negative_int, require_positive_int
 from ..attention.core import MultiHeadAttention
 from ..attention.position_scheme import PositionScheme
 from ..devices import synchronize
@@ -543,14 +544,11 @@ def profile_train_step(
     from ..lm.model import SCHEMES, ByteTransformer, ModelConfig
 
     device = torch.device(device)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    require_positive_int(steps, "steps")
+    require_non_negative_int(warmup, "warmup")
     batch, seq_len = train_step_sizes(device, batch, seq_len)
     for name, size in (("batch", batch), ("seq_len", seq_len)):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"{name} must be a positive integer, got {size!r}")
+        require_positive_int(size, name)
     schemes = tuple(SCHEMES) if schemes is None else tuple(schemes)
     if not schemes:
         raise ValueError("give at least one scheme to profile")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,10 +20,7 @@ from ..encodings.rope_scaling import RopeScaling
 from ..lm.model import ByteTransformer
 from ..lm.train import TrainConfig, length_bits_per_byte, train
 from .presets import Preset
-
-if TYPE_CHECKING:
-    from .runner import Runner
-
+from .run_context import RunContext
 
 # a learned table lengthened with its rows copied or drawn afresh, read before and
 # after a fine-tune: the stages of the learned_extension section
@@ -67,7 +63,7 @@ class Extensions:
     runner supplies the preset, the device, the text and the scoring.
     """
 
-    def __init__(self, runner: Runner):
+    def __init__(self, runner: RunContext):
         self.runner = runner
         self.device = runner.device
 

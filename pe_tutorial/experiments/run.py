@@ -10,6 +10,7 @@ and in several processes at once (``--jobs N``, ``pool.py``).
 
 from __future__ import annotations
 
+import inspect
 import resource
 import sys
 import time
@@ -96,10 +97,20 @@ def run_units(
 ) -> UnitsRun:
     """Compute (or read back) the units of a preset, or of one shard of its plan.
 
-    The arguments are ``run_experiments``'s; ``shard=(K, N)`` runs only
-    ``shard_units(plan, (K, N))``. The run file (``partial``) holds, besides
-    the units, a header with the experiment, the shard, every planned unit's
-    fingerprint and the metadata, which ``merge`` reads.
+    ``device`` trains the models (``auto``: a GPU when there is one); ``progress``
+    shows bars, ``log`` takes a line per finished unit. With ``partial`` (a
+    path), every finished unit (one trained model and what is measured on it)
+    is written there at once; with ``resume=True`` the units already in that
+    file are read back instead of run again, so a stopped run continues where
+    it stopped. A unit recorded by other code (its code version differs)
+    raises ``record.ResumeError`` before anything runs, unless
+    ``keep_old_code=True``; one recorded with other settings runs again.
+    ``jobs`` computes that many units at once, each in a process of its own
+    (``pool.compute_in_processes``); the results are the same. ``command`` is
+    kept in the metadata. ``shard=(K, N)`` runs only ``shard_units(plan, (K,
+    N))``. The run file holds, besides the units, a header with the
+    experiment, the shard, every planned unit's fingerprint and the metadata,
+    which ``merge`` reads.
     """
     preset = check_preset(preset) if isinstance(preset, str) else preset
     device = resolve_device(device)
@@ -181,18 +192,7 @@ def in_notebook() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
-def run_experiments(
-    preset: str | Preset = "quick",
-    *,
-    device: str | torch.device | None = "auto",
-    progress: bool = True,
-    log: Callable[[str], None] | None = None,
-    partial: str | Path | None = None,
-    resume: bool = False,
-    keep_old_code: bool = False,
-    jobs: int = 1,
-    command: str | None = None,
-) -> dict:
+def run_experiments(preset: str | Preset = "quick", **options) -> dict:
     """Run every experiment of a preset; return the results as a JSON-ready dict.
 
     ``results["language_model"]``, ``["rope_extension"]`` and ``["lookback"]``
@@ -200,34 +200,33 @@ def run_experiments(
     ``summary`` per length (mean, std, n; None where a length could not run).
     ``results["metadata"]`` says where, when and on what it ran.
 
-    With ``partial`` (a path), every finished unit (one trained model and what
-    is measured on it) is written there at once; with ``resume=True`` the
-    units already in that file are read back instead of run again, so a
-    stopped run continues where it stopped and ends with the same results.
-    What is reused is logged (``log``). A unit recorded by other code (its
-    code version differs) raises ``record.ResumeError`` before anything runs,
-    unless ``keep_old_code=True``; one recorded with other settings runs again.
-    A bar with the time left follows the units' training steps. ``jobs``
-    computes that many units at once, each in a process of its own
-    (``pool.compute_in_processes``); the results are the same.
+    The options are ``run_units``'s (device, progress, log, partial, resume,
+    keep_old_code, jobs, command; the signature shows them), but for ``shard``:
+    a resumed run ends with the same results as one that never stopped, and a
+    bar with the time left follows the units' training steps.
     """
-    done = run_units(
-        preset,
-        device=device,
-        progress=progress,
-        log=log,
-        partial=partial,
-        resume=resume,
-        keep_old_code=keep_old_code,
-        jobs=jobs,
-        command=command,
-    )
+    if "shard" in options:
+        raise TypeError(
+            "run_experiments runs the whole plan; run one shard with "
+            "run_units(preset, shard=(K, N)) and join the shards with merge"
+        )
+    done = run_units(preset, **options)
     return record(
         done.runner,
         done.results,
         metadata=done.run_file.header["metadata"],
         seconds=sum(done.run_file.units[u.key]["seconds"] for u in done.plan),
     )
+
+
+# run_experiments takes run_units' options but shard: its signature says which, for
+# help() and editors, without a second copy of the list
+run_experiments.__signature__ = inspect.signature(run_units).replace(
+    parameters=[
+        p for p in inspect.signature(run_units).parameters.values() if p.name != "shard"
+    ],
+    return_annotation="dict",
+)
 
 
 def record(

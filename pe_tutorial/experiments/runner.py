@@ -86,6 +86,11 @@ class _Data:
     train_segments: torch.Tensor
 
 
+def position_bin(seq_len: int) -> int:
+    """The bin of the loss by position: 1/16 of the training length ``seq_len``."""
+    return max(1, seq_len // 16)
+
+
 class Runner:
     """A preset on a device: its corpora, models, training and scoring, and its plan.
 
@@ -116,7 +121,7 @@ class Runner:
         if read_corpus:  # now: a corpus too small for the preset fails at once
             self.data()
         self.extensions = Extensions(self)
-        self.tasks = TaskUnits(self)
+        self.tasks = TaskUnits(self, self.extensions)
 
     @property
     def preset(self) -> Preset:
@@ -140,7 +145,7 @@ class Runner:
     @property
     def position_bin(self) -> int:
         """Loss by position is kept in bins of 1/16 of the training length."""
-        return max(1, self.preset.train.seq_len // 16)
+        return position_bin(self.preset.train.seq_len)
 
     @property
     def corpus(self) -> ByteCorpus:

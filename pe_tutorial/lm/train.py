@@ -31,7 +31,11 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from .._validation import require_positive_float, require_positive_int
+from .._validation import (
+    require_non_negative_int,
+    require_positive_float,
+    require_positive_int,
+)
 from ..devices import DEVICE_CHOICES, resolve_device  # noqa: F401  (re-exported)
 from .data import IGNORE_INDEX
 
@@ -107,8 +111,7 @@ def learning_rate_at(config: TrainConfig, step: int) -> float:
     per step, so its sum over the steps bounds how far a parameter can travel
     (chapter 9: why position tables get a rate of their own).
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be an integer >= 0, got {step!r}")
+    require_non_negative_int(step, "step")
     if step >= config.steps:
         raise ValueError(
             f"step {step} is past the schedule: it has steps 0 to {config.steps - 1}"
@@ -137,8 +140,7 @@ def curve_steps(steps: int, points: int) -> list[int]:
     ``curve_steps(800, 8) == [100, 200, ..., 800]``.
     """
     require_positive_int(steps, "steps")
-    if not isinstance(points, int) or isinstance(points, bool) or points < 0:
-        raise ValueError(f"points must be a non-negative integer, got {points!r}")
+    require_non_negative_int(points, "points")
     return sorted({max(1, round(steps * (i + 1) / points)) for i in range(points)})
 
 
@@ -384,25 +386,40 @@ def length_bits_per_byte(
         longest = max(lengths)
         num_targets = (data.numel() - 1) // longest * longest
     results = {}
-    for length in lengths:
-        note = length_error(model, length)
-        if note is not None:
+    for length, losses, note in _losses_at_lengths(
+        model, data, lengths, num_targets, batch_size, device
+    ):
+        if losses is None:
             results[length] = {"bpb": None, "by_position": None, "note": note}
             continue
-        inputs, targets = _windows(data, length, num_targets)
-        losses = _token_losses(
-            model,
-            inputs,
-            targets,
-            max(1, batch_size * min(lengths) // length),
-            device,
-        )
         results[length] = {
             "bpb": losses.mean().item() / math.log(2),
             "by_position": losses.mean(0) / math.log(2),
             "note": None,
         }
     return results
+
+
+def _losses_at_lengths(
+    model: nn.Module,
+    data: torch.Tensor,
+    lengths: list[int],
+    num_targets: int | None,
+    batch_size: int,
+    device: torch.device | str,
+):
+    """For each length: ``(length, losses, None)``, the loss in nats of every target
+    of its windows ``(windows, length)`` (``_windows``), or ``(length, None, note)``
+    where the model cannot read that length. Batches shrink as windows grow, so
+    each batch holds about as many targets as one of the shortest length."""
+    for length in lengths:
+        note = length_error(model, length)
+        if note is not None:
+            yield length, None, note
+            continue
+        inputs, targets = _windows(data, length, num_targets)
+        batch = max(1, batch_size * min(lengths) // length)
+        yield length, _token_losses(model, inputs, targets, batch, device), None
 
 
 def check_segments(segments: torch.Tensor) -> tuple[int, int]:
@@ -448,21 +465,14 @@ def length_losses(
     """
     num_segments, span = check_segments(segments)
     lengths = list(lengths)  # read twice: a generator would be spent after one length
-    results: dict[int, torch.Tensor | None] = {}
-    for length in lengths:
-        if length_error(model, length) is not None:
-            results[length] = None
-            continue
-        inputs, targets = _windows(segments, length, None)
-        losses = _token_losses(
-            model,
-            inputs,
-            targets,
-            max(1, batch_size * min(lengths) // length),
-            device,
+    return {
+        length: None
+        if losses is None
+        else losses.reshape(num_segments, span) / math.log(2)
+        for length, losses, _ in _losses_at_lengths(
+            model, segments, lengths, None, batch_size, device
         )
-        results[length] = losses.reshape(num_segments, span) / math.log(2)
-    return results
+    }
 
 
 def window_reference_losses(
