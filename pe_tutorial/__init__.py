@@ -164,6 +164,7 @@ from .lm.findings import (
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
 from .lm.streaming import rolling_cache_losses
 from .lm.train import bits_per_byte, learning_rate_at, train
+from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
 from .pages.glue import glue, have_myst_nb
 from .pages.plots import (
     SCHEME_COLOURS,
@@ -234,6 +235,7 @@ __all__ = [
     "binary_encoding",
     "bits_per_byte",
     "bootstrap_interval",
+    "holm",
     "ByteTransformer",
     "causal_mask",
     "compare",
@@ -299,6 +301,7 @@ __all__ = [
     "padding_mask",
     "pages",
     "paired_change",
+    "paired_verdict",
     "Pairing",
     "pairing_permutation",
     "passkey_grids",
@@ -374,6 +377,8 @@ __all__ = [
     "triton_status",
     "use_book_style",
     "WordEmbedder",
+    "Verdict",
+    "verdict_family",
     "xpos_decay",
     "yarn_attention_factor",
 ]

@@ -1,0 +1,210 @@
+"""The verdict function (pe_tutorial.lm.verdicts, issue 47): Student's t against its
+published values and closed forms, Holm against a worked example, and the verdicts on
+simulated runs with known effects: nominal coverage, pairing, clustering by file, and
+a family-wise error that stays at alpha (a seeded "always significant" bug is caught)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pe_tutorial.lm import verdicts
+from pe_tutorial.lm.verdicts import (
+    holm,
+    paired_verdict,
+    student_t_cdf,
+    student_t_quantile,
+    verdict_family,
+)
+
+
+# the two-sided 95% critical values of Student's t, as printed in every table
+@pytest.mark.parametrize(
+    "df, critical",
+    [(1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (10, 2.228), (30, 2.042)],
+)
+def test_student_t_meets_the_published_critical_values(df, critical):
+    assert student_t_cdf(critical, df) == pytest.approx(0.975, abs=2e-4)
+    assert student_t_quantile(0.975, df) == pytest.approx(critical, abs=2e-3)
+    assert student_t_cdf(-critical, df) == pytest.approx(0.025, abs=2e-4)
+
+
+@pytest.mark.parametrize("t", [-7.0, -1.0, 0.0, 0.3, 2.0, 40.0])
+def test_student_t_agrees_with_closed_forms(t):
+    # one degree of freedom is Cauchy's; two have F(t) = 1/2 + t / (2 sqrt(2 + t^2))
+    assert student_t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+    assert student_t_cdf(t, 2) == pytest.approx(
+        0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12
+    )
+
+
+def test_holm_adjusts_a_worked_example():
+    # sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+def test_a_paired_verdict_is_the_paired_t_test():
+    """Chapter 9's Shaw - T5 at L, seed by seed (the issue's numbers)."""
+    shaw = {0: 2.000, 1: 2.010, 2: 2.020}
+    t5 = {0: 2.011, 1: 2.026, 2: 2.035}
+    d = np.array([shaw[s] - t5[s] for s in (0, 1, 2)])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    p = 2 * (1 - (0.5 + abs(t) / (2 * math.sqrt(2 + t * t))))  # df = 2, closed form
+    half = 4.302653 * d.std(ddof=1) / math.sqrt(3)
+    verdict = paired_verdict(shaw, t5, label="Shaw - T5 at L")
+    assert verdict.difference == pytest.approx(d.mean())
+    assert verdict.p == pytest.approx(p, rel=1e-6)
+    assert (verdict.low, verdict.high) == pytest.approx(
+        (d.mean() - half, d.mean() + half), rel=1e-5
+    )
+    assert verdict.n == 3 and verdict.files is None and verdict.real
+    words = verdict.words
+    assert words.startswith("Shaw - T5 at L: -0.014 (95% interval [")
+    assert "paired by seed, n = 3" in words and "uncorrected" in words
+    # with a family of 40 such claims, Holm asks for more than three seeds give
+    family = verdict_family("ranking at L", [verdict] + [verdict] * 39)
+    assert not family[0].real
+    assert "Holm-adjusted p = " in family[0].words
+    assert "in the family 'ranking at L' of 40 claims): not shown to differ" in str(
+        family[0]
+    )
+
+
+def test_nominal_coverage_on_simulated_seeds():
+    """95% intervals of 3 and of 8 seeds cover the true difference about 95% of the time."""
+    generator = np.random.default_rng(1)
+    for n in (3, 8):
+        covered = 0
+        trials = 1500
+        for _ in range(trials):
+            d = generator.normal(0.2, 1.0, n)
+            v = paired_verdict({s: d[s] for s in range(n)}, {s: 0.0 for s in range(n)})
+            covered += v.low <= 0.2 <= v.high
+        assert abs(covered / trials - 0.95) < 3 * math.sqrt(0.95 * 0.05 / trials), n
+
+
+def _unpaired_half_width(a: np.ndarray, b: np.ndarray) -> float:
+    """Welch's 95% half-width, as if the runs were independent."""
+    error = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    df = error**4 / (
+        (a.var(ddof=1) / len(a)) ** 2 / (len(a) - 1)
+        + (b.var(ddof=1) / len(b)) ** 2 / (len(b) - 1)
+    )
+    return student_t_quantile(0.975, df) * error
+
+
+def test_pairing_is_narrower_when_seeds_share_noise():
+    """Runs of one seed share its batches: most of their noise cancels in d_r."""
+    generator = np.random.default_rng(2)
+    shared = generator.normal(0, 0.05, 5)  # what a seed does to both schemes
+    a = 2.0 + shared + generator.normal(0, 0.003, 5)
+    b = 2.01 + shared + generator.normal(0, 0.003, 5)
+    v = paired_verdict(dict(enumerate(a)), dict(enumerate(b)))
+    assert (v.high - v.low) / 2 < _unpaired_half_width(a, b) / 5
+    assert v.real and v.difference < 0
+
+
+def _clustered_runs(generator, seeds=3, files=12, per_file=5, effect=0.0):
+    """Per-segment values of two schemes whose difference varies strongly by file."""
+    file_effect = generator.normal(0, 0.05, files)
+    segments = files * per_file
+    file_of = np.repeat(np.arange(files), per_file)
+    a, b = {}, {}
+    for s in range(seeds):
+        base = generator.normal(2.0, 0.1, segments)
+        a[s] = list(
+            base + effect + file_effect[file_of] + generator.normal(0, 0.005, segments)
+        )
+        b[s] = list(base)
+    return a, b, [f"file{f}.py" for f in file_of]
+
+
+def test_resampling_files_is_wider_than_segments_when_files_are_correlated():
+    generator = np.random.default_rng(3)
+    a, b, files = _clustered_runs(generator)
+    by_file = paired_verdict(a, b, files=files)
+    by_segment = paired_verdict(a, b, files=[f"segment{i}" for i in range(len(files))])
+    assert by_file.files == 12 and by_segment.files == 60
+    assert (by_file.high - by_file.low) > 1.5 * (by_segment.high - by_segment.low)
+    assert "resampled by file (12 files)" in by_file.words
+
+
+def _family_error_rate(trials: int = 300, claims: int = 8, seeds: int = 4) -> float:
+    """Families of null claims (no difference anywhere): the share with any claim
+    called real."""
+    generator = np.random.default_rng(4)
+    wrong = 0
+    for _ in range(trials):
+        family = [
+            paired_verdict(
+                dict(enumerate(generator.normal(0, 1, seeds))),
+                dict(enumerate(generator.normal(0, 1, seeds))),
+                label=f"claim {c}",
+            )
+            for c in range(claims)
+        ]
+        wrong += any(v.real for v in verdict_family("null", family))
+    return wrong / trials
+
+
+def test_the_family_wise_error_stays_at_alpha():
+    rate = _family_error_rate()
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300), rate
+
+
+def test_an_always_significant_bug_is_caught(monkeypatch):
+    """The check above fails when the test says 'significant' to everything."""
+    monkeypatch.setattr(
+        verdicts, "_paired_t", lambda d, level: (d.mean(), d.mean(), 0.0)
+    )
+    assert _family_error_rate(trials=40) > 0.5
+
+
+def test_the_crossed_bootstrap_needs_both_tests():
+    """A difference every file shows in every seed is real; the same mean carried by
+    one file alone is not, though the paired t-test on seed means cannot tell."""
+    generator = np.random.default_rng(5)
+    a, b, files = _clustered_runs(generator, effect=0.05)
+    assert paired_verdict(a, b, files=files).real
+    lopsided = {s: list(b[s]) for s in b}
+    for s in lopsided:
+        lopsided[s][:5] = [v + 0.6 for v in lopsided[s][:5]]  # file 0 only
+    seed_only = paired_verdict(
+        {s: float(np.mean(lopsided[s])) for s in b},
+        {s: float(np.mean(b[s])) for s in b},
+    )
+    clustered = paired_verdict(lopsided, b, files=files)
+    assert seed_only.real and not clustered.real
+
+
+@pytest.mark.parametrize(
+    "a, b, options, message",
+    [
+        (
+            {0: 1.0, 1: 2.0},
+            {0: 1.0, 2: 2.0},
+            {},
+            r"seeds \[1, 2\] are on one side only",
+        ),
+        ({}, {}, {}, "a must be a non-empty dict"),
+        ({0: 1.0, 1: float("nan")}, {0: 1.0, 1: 2.0}, {}, "is not finite"),
+        (
+            {0: [1.0, 2.0]},
+            {0: [1.0, 2.0]},
+            {"files": ["x"]},
+            "the file of each segment",
+        ),
+        ({0: 1.0}, {0: 1.0}, {"level": 95}, r"level must be a number in \(0, 1\)"),
+    ],
+)
+def test_bad_runs_are_refused_with_what_to_do(a, b, options, message):
+    with pytest.raises(ValueError, match=message):
+        paired_verdict(a, b, **options)
+
+
+def test_one_seed_gives_no_verdict():
+    v = paired_verdict({0: 2.0}, {0: 2.1})
+    assert not v.real and v.words.endswith("one seed: no verdict")
