@@ -166,22 +166,23 @@ from .lm.streaming import rolling_cache_losses
 from .lm.train import bits_per_byte, learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
 from .pages.glue import glue, have_myst_nb
+from .pages.mechanism_plots import rope_scaling_ratios, shift_arcs
 from .pages.plots import (
     SCHEME_COLOURS,
     heatmap,
-    learning_curves,
-    length_curves,
     line_plot,
-    passkey_grids,
-    position_curves,
-    rate_sweep,
-    rope_scaling_ratios,
-    shift_arcs,
     stacked_bars,
-    sweep_grid,
     use_book_style,
 )
 from .pages.records import learned_table_record
+from .pages.run_plots import (
+    learning_curves,
+    length_curves,
+    passkey_grids,
+    position_curves,
+    rate_sweep,
+    sweep_grid,
+)
 
 __version__ = "0.1.0"
 

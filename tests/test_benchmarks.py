@@ -902,9 +902,10 @@ def test_a_recording_in_processes_merges_them(tmp_path, monkeypatch):
     argv = ["integer_tables", "--device", "cpu", "--record", "--out", str(tmp_path)]
     with pytest.raises(SystemExit):
         benchmarks.main(["integer_tables", "--processes", "2"])  # needs --record
-    assert (
-        benchmarks.main([*argv, "--repeats", "2", "--processes", "2", "--force"]) == 0
-    )
+    # short samples (--max-seconds): noisy rows beside the other tests would otherwise
+    # sample for up to a minute in each process, and this tests the merging
+    options = ["--repeats", "2", "--processes", "2", "--force", "--max-seconds", "2"]
+    assert benchmarks.main([*argv, *options]) == 0
     (path,) = tmp_path.glob("bench-integer_tables--*.json")
     result = benchmarks.SuiteResult.from_dict(json.loads(path.read_text()))
     assert result.environment["processes"] == 2

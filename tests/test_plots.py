@@ -16,27 +16,31 @@ from pe_tutorial.attention.core import attention_weights  # noqa: E402
 from pe_tutorial.attention.equivariance import SelfAttention  # noqa: E402
 from pe_tutorial.encodings.rope import rope_frequencies  # noqa: E402
 from pe_tutorial.lm.registry import scheme_names  # noqa: E402
-from pe_tutorial.pages.plots import (  # noqa: E402
-    OTHER_COLOURS,
-    SCHEME_COLOURS,
-    heatmap_stack,
-    learning_curves,
-    length_curves,
-    line_plot,
+from pe_tutorial.pages.mechanism_plots import (  # noqa: E402
     logit_scale_panels,
-    passkey_grid,
-    passkey_grids,
-    position_curves,
-    rate_sweep,
     rope_base_panels,
     rope_scaling_ratios,
     self_attention_weights,
     shift_arcs,
-    stacked_bars,
-    sweep_grid,
     turning_arrows,
     wavelength_stretch_panels,
     word_order_panels,
+)
+from pe_tutorial.pages.plots import (  # noqa: E402
+    OTHER_COLOURS,
+    SCHEME_COLOURS,
+    heatmap_stack,
+    line_plot,
+    stacked_bars,
+)
+from pe_tutorial.pages.run_plots import (  # noqa: E402
+    learning_curves,
+    length_curves,
+    passkey_grid,
+    passkey_grids,
+    position_curves,
+    rate_sweep,
+    sweep_grid,
 )
 
 

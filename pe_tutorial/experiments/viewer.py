@@ -537,7 +537,7 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
     """
     import matplotlib.pyplot as plt
 
-    from ..pages import plots
+    from ..pages import run_plots as plots
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -692,7 +692,7 @@ def _stages(results: dict, section: str, base: int, what: dict):
     """RoPE's scalings in two panels, zero-shot and fine-tuned (chapter 9)."""
     import matplotlib.pyplot as plt
 
-    from ..pages import plots
+    from ..pages import run_plots as plots
 
     stages = list(dict.fromkeys(e["stage"] for e in results[section]))
     fig, axes = plt.subplots(

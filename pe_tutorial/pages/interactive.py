@@ -3,29 +3,15 @@
 A figure is an Altair chart (Vega-Lite underneath): its data come from the
 package's own functions, and the short formulas that a slider drives are
 Vega expressions evaluated in the browser, so the slider is continuous and
-needs no Python kernel. ``figure_html`` wraps a chart in a ``<div>`` and a
-loader for Vega, Vega-Lite and vega-embed (versions in ``VENDORED``). In the
-built book the loader takes them from the site's own ``vega/`` folder
-(vendored in ``_vendor/vega/`` from npm; ``_static/pe-vega.js`` gives its
-address), so a page makes no request off the site; in a notebook (Jupyter,
-Colab) it takes them from the CDN, and where they do not load the figure says
-so in words. The libraries' JavaScript is loaded once per page and never
-stored in a notebook's outputs (``tools/check_pages.py`` checks the book's
-pages, ``tools/check_notebook_figures.py`` the notebooks' outputs as Colab,
-JupyterLab and the classic Notebook show them).
+needs no Python kernel. How a chart is shown (in the book and in notebooks),
+sized to the text column, and how its expressions are read in Python
+(``evaluate``) is ``vega.py``'s; this module holds the six figures.
 
-Each expression is kept to arithmetic, array indexing, ``min``, ``sin`` and
-``cos``, the part of Vega's expression language that reads the same in
-Python, so ``evaluate`` can run the very string the browser runs, and the
-tests compare it with the package's functions (``tests/test_interactive.py``).
-
-Every figure sizes itself to the text column, from a phone's (390 px) to a
-desktop's: a single or layered view is as wide as its ``<div>`` (Vega-Lite's
-``width: "container"``, ``column_fit``); a concatenation (chapter 4's clocks
-over their curve) has its ``"container"`` views sized by the loader, whose
-width follows the ``<div>``'s on every resize (``FIT``). Legends sit below
-the plot, titles start at the figure's left edge, and chapter 4's clocks wrap
-into rows (``clock_layout``); ``tests/test_interactive.py`` holds every
+Each expression is kept to the part of Vega's expression language that reads
+the same in Python, so the tests run the very string the browser runs and
+compare it with the package's functions (``tests/test_interactive.py``).
+Legends sit below the plot, titles start at the figure's left edge, and
+chapter 4's clocks wrap into rows (``clock_layout``); the tests hold every
 figure to a phone's column.
 
 The figures (``sinusoidal_clock_figure`` for chapter 4, ``rope_pair_figure``
@@ -37,18 +23,36 @@ readers without JavaScript.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from collections.abc import Mapping
 
 from .._validation import require_positive_int
 from ..encodings.absolute import sinusoidal_frequencies
 from ..encodings.alibi import alibi_slopes
 from ..encodings.rope_core import rope_frequencies
 from ..encodings.rope_scaling import scaled_rope_frequencies
+from .vega import (
+    CDN,
+    COLUMN_WIDTH,
+    DESKTOP_COLUMN,
+    FIT,
+    PHONE_COLUMN,
+    READABLE_TEXT,
+    SLIDER_FOLLOWS,
+    VENDORED,
+    column_fit,
+    evaluate,
+    figure_html,
+    number_list,
+    show,
+)
 
 __all__ = [
+    # how a figure is shown (vega.py), here too for the chapters and the checks
+    "CDN",
+    "COLUMN_WIDTH",
+    "DESKTOP_COLUMN",
+    "PHONE_COLUMN",
+    "READABLE_TEXT",
     "VENDORED",
     "figure_html",
     "show",
@@ -60,238 +64,6 @@ __all__ = [
     "t5_bucket_figure",
     "scaling_figure",
 ]
-
-# the versions in _vendor/vega/ (npm packages vega, vega-lite, vega-embed)
-VENDORED = {"vega": "6.4.0", "vega-lite": "6.4.1", "vega-embed": "7.3.0"}
-CDN = "https://cdn.jsdelivr.net/npm"
-# every figure's text sizes in px, set by figure_html (a chart's own config wins)
-READABLE_TEXT = {
-    "axis": {"labelFontSize": 12, "titleFontSize": 13},
-    "legend": {"labelFontSize": 12, "titleFontSize": 12},
-    # titles start at the figure's left edge, not centred on the plot, so that a
-    # title wider than a phone's plot still fits the figure's width
-    "title": {
-        "fontSize": 14,
-        "subtitleFontSize": 12,
-        "anchor": "start",
-        "frame": "bounds",
-    },
-}
-
-# how a figure fits the text column, in ``usermeta``: ``max_width``, the widest
-# its <div> grows (px); ``reserve``, what a view inside a concatenation whose
-# width is "container" leaves of the <div>'s width for its axis; ``min``, the
-# narrowest such a view is drawn. A single or layered view takes the <div>'s
-# width itself (``COLUMN_WIDTH``), as Vega-Lite sizes it.
-FIT = "peFit"
-COLUMN_WIDTH = {
-    "width": "container",
-    "autosize": {"type": "fit-x", "contains": "padding"},
-}
-# the text column at a phone's width (390 px less the page's margins), where
-# every figure must fit, and at 1280 px
-PHONE_COLUMN = 358
-DESKTOP_COLUMN = 688
-
-# a slider whose upper end follows another parameter: figure_html's loader sets
-# the input's max to that parameter's value plus ``offset`` (and pulls the value
-# down with it) whenever the other slider moves; Vega-Lite's own ranges are fixed
-SLIDER_FOLLOWS = "peSliderMax"
-
-
-_LOADER = """<div id="{id}" class="pe-interactive"></div>
-<script>
-(function () {{
-  var spec = {spec};
-  var libs = {libs};
-  var names = {{"vega": "vega", "vega-lite": "vegaLite", "vega-embed": "vegaEmbed"}};
-  function load() {{
-    // the book's pages name its own copy (_static/pe-vega.js); a notebook takes the CDN
-    var base = window.peVegaBase;
-    // a page with RequireJS (classic Jupyter) would take the bundles as AMD modules
-    var define = window.define;
-    window.define = undefined;
-    return new Promise(function (resolve, reject) {{
-      function next(i) {{
-        if (i === libs.length) {{
-          window.define = define;
-          return resolve();
-        }}
-        var lib = libs[i][0];
-        if (window[names[lib]]) return next(i + 1);
-        var script = document.createElement("script");
-        script.src = base
-          ? base + lib + ".min.js"
-          : "{cdn}/" + lib + "@" + libs[i][1] + "/build/" + lib + ".min.js";
-        // a server that answers a missing file with a page loads without the library
-        script.onload = function () {{
-          window[names[lib]] ? next(i + 1) : script.onerror();
-        }};
-        script.onerror = function () {{
-          window.define = define;
-          reject(script.src);
-        }};
-        document.head.appendChild(script);
-      }}
-      next(0);
-    }});
-  }}
-  // a slider whose range follows another's (usermeta.{follows}: name -> the
-  // signal it follows and an offset): its max moves, and its value with it
-  function follow(view) {{
-    var links = (spec.usermeta || {{}})["{follows}"] || {{}};
-    Object.keys(links).forEach(function (name) {{
-      var link = links[name];
-      function update() {{
-        var top = view.signal(link.signal) + link.offset;
-        var selector = "#{id} input[name='" + name + "']";
-        document.querySelectorAll(selector).forEach(function (input) {{
-          input.max = top;
-        }});
-        if (view.signal(name) > top) view.signal(name, top).runAsync();
-      }}
-      view.addSignalListener(link.signal, update);
-      update();
-    }});
-  }}
-  // Vega-Lite sizes a single or layered view whose width is "container" to the
-  // figure's <div>, and again whenever the window resizes; it cannot size a view
-  // inside a concatenation. Such a view is compiled at a stand-in width, and its
-  // width signal (concat_I_width) is then made to follow the <div>'s width less
-  // what usermeta.{fit} reserves beside it (its axis), on every resize, as
-  // Vega-Lite's own "container" width does.
-  var fit = (spec.usermeta || {{}})["{fit}"] || {{}};
-  var fitted = [];
-  var compiled = JSON.parse(JSON.stringify(spec));
-  (compiled.vconcat || []).forEach(function (part, i) {{
-    if (part.width === "container") {{
-      part.width = fit.min || 160;
-      fitted.push("concat_" + i + "_width");
-    }}
-  }});
-  var columnWidth =
-    "max(" + (fit.min || 160) + ", (isFinite(containerSize()[0]) ? " +
-    "containerSize()[0] : 0) - " + (fit.reserve || 0) + ")";
-  function patch(vega) {{
-    (vega.signals || []).forEach(function (signal) {{
-      if (fitted.indexOf(signal.name) < 0) return;
-      delete signal.value;
-      signal.init = columnWidth;
-      signal.on = [{{"events": "window:resize", "update": columnWidth}}];
-    }});
-    return vega;
-  }}
-  function embed() {{
-    var element = document.getElementById("{id}");
-    // a block as wide as the column (vega-embed makes it an inline-block, which
-    // would shrink to its chart), no wider than the figure reads well
-    element.style.display = "block";
-    element.style.width = "100%";
-    if (fit.max_width) element.style.maxWidth = fit.max_width + "px";
-    var options = {{"actions": false, "patch": patch}};
-    return vegaEmbed("#{id}", compiled, options).then(function (result) {{
-      follow(result.view);
-    }});
-  }}
-  function draw() {{
-    // the libraries are loaded once per page, however many figures it has
-    window.peVegaReady = window.peVegaReady || load();
-    window.peVegaReady.then(
-      function () {{
-        embed();
-      }},
-      function (src) {{
-        document.getElementById("{id}").textContent =
-          "This interactive figure needs Vega, which did not load from " + src +
-          "; the still figures beside it show the same ideas.";
-      }}
-    );
-  }}
-  // in the book, wait for the page's own scripts (pe-vega.js among them)
-  if (document.readyState === "loading") {{
-    document.addEventListener("DOMContentLoaded", draw);
-  }} else {{
-    draw();
-  }}
-}})();
-</script>"""
-
-
-def figure_html(chart, *, name: str) -> str:
-    """The chart as HTML for a notebook's output: a ``<div>`` and its loader.
-
-    ``chart`` is an Altair chart or a Vega-Lite spec (a dict). ``name`` makes
-    the ``<div>``'s id (with a hash of the spec, so the same figure gives the
-    same output on every run, as the execution cache wants).
-    """
-    spec = dict(chart if isinstance(chart, Mapping) else chart.to_dict())
-    # text as large as the page's figures (Vega's defaults are 10 and 11 px)
-    spec["config"] = {**READABLE_TEXT, **spec.get("config", {})}
-    text = json.dumps(spec, sort_keys=True)
-    digest = hashlib.sha1(text.encode()).hexdigest()[:8]
-    return _LOADER.format(
-        id=f"pe-vis-{name}-{digest}",
-        fit=FIT,
-        follows=SLIDER_FOLLOWS,
-        spec=text,
-        libs=json.dumps(list(VENDORED.items())),
-        cdn=CDN,
-    )
-
-
-def show(chart, *, name: str) -> None:
-    """Display the chart in a notebook (the book, Jupyter, Colab): ``figure_html``."""
-    from IPython.display import HTML, display
-
-    display(HTML(figure_html(chart, name=name)))
-
-
-_FUNCTIONS = {
-    "min": min,
-    "max": max,
-    "sin": math.sin,
-    "cos": math.cos,
-    "pow": pow,
-    "PI": math.pi,
-    "abs": abs,
-    "floor": math.floor,
-    "log": math.log,
-}
-
-
-class _Datum:
-    def __init__(self, fields: Mapping[str, float]):
-        self.__dict__.update(fields)
-
-
-def evaluate(expression: str, datum: Mapping[str, float], **params: float) -> float:
-    """Run a figure's Vega expression in Python, on one datum with the sliders at ``params``.
-
-    Only for the subset the figures use (arithmetic, comparisons, ``[...]``
-    indexing, ``min``, ``max``, ``abs``, ``floor``, ``log``, ``sin``, ``cos``,
-    ``pow``, ``PI``,
-    ``datum.<field>``, parameter names),
-    which means the same in Vega and in Python; it is how the tests hold the
-    browser's numbers against the package's.
-    """
-    scope = {"__builtins__": {}, **_FUNCTIONS, "datum": _Datum(datum), **params}
-    return float(eval(expression, scope))  # noqa: S307  (the package's own strings)
-
-
-def column_fit(max_width: int, **usermeta) -> dict:
-    """The properties that size a single or layered view to the text column.
-
-    Its width is the figure's ``<div>`` (``COLUMN_WIDTH``: axes, legend and
-    all fit inside), which grows no wider than ``max_width`` px; ``usermeta``
-    adds the figure's other entries (a slider that follows another).
-    """
-    return {**COLUMN_WIDTH, "usermeta": {FIT: {"max_width": max_width}, **usermeta}}
-
-
-def _number_list(values) -> str:
-    """A Vega (and Python) array literal of floats, exact to float32's digits."""
-    return "[" + ",".join(f"{float(v):.9g}" for v in values) + "]"
-
 
 # ---------------------------------------------------------------------------
 # chapter 7: the ALiBi bias of every head, for any number of heads
@@ -328,7 +100,7 @@ def alibi_expressions(max_heads: int) -> dict[str, str]:
 
 
 def _number_list_of_lists(rows) -> str:
-    return "[" + ",".join(_number_list(row) for row in rows) + "]"
+    return "[" + ",".join(number_list(row) for row in rows) + "]"
 
 
 def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
@@ -397,7 +169,7 @@ def alibi_figure(*, max_heads: int = 16, seq_len: int = 16):
 def sinusoidal_expressions(dim: int, base: float = 10000.0) -> dict[str, str]:
     """Vega expressions for the figure: the hand of pair ``datum.pair`` at position
     ``p`` (``sin``, ``cos`` of ``p omega_i``) and ``PE[p] . PE[datum.q]``."""
-    omega = _number_list(sinusoidal_frequencies(dim, base=base))
+    omega = number_list(sinusoidal_frequencies(dim, base=base))
     dot = " + ".join(
         f"sin(p * {omega}[{i}]) * sin(datum.q * {omega}[{i}])"
         f" + cos(p * {omega}[{i}]) * cos(datum.q * {omega}[{i}])"
@@ -530,7 +302,7 @@ def rope_pair_expressions(head_dim: int, base: float = 10000.0) -> dict[str, str
     """Vega expressions: ``datum``'s pair (``datum.a``, ``datum.b``) turned by its
     position times ``theta`` of the chosen ``pair`` (``x``, ``y``), and the score
     of the turned q and k pairs (``score``), from the package's ``rope_frequencies``."""
-    theta = f"{_number_list(rope_frequencies(head_dim, base=base))}[pair]"
+    theta = f"{number_list(rope_frequencies(head_dim, base=base))}[pair]"
 
     def turned(a, b, position):
         return (
