@@ -768,7 +768,7 @@ def test_a_smoke_run_is_tiny_marked_and_never_recorded_into_the_package(
 
 
 def test_copy_regimes_are_found_where_the_bandwidth_drops():
-    from pe_tutorial.benchmarks.chapters import copy_regimes, memory_ceiling
+    from pe_tutorial.benchmarks.copies import copy_regimes, memory_ceiling
 
     def copy(nbytes, gb_s):
         ms = nbytes / (gb_s * 1e9) * 1e3
@@ -818,7 +818,7 @@ def test_copy_regimes_are_found_where_the_bandwidth_drops():
 def test_the_busy_probe_copies_in_the_memory_regime_of_the_quoted_machine():
     """The probe must see memory contention, so it is at least 4 times the largest
     copy that still ran from cache in the recorded run the book quotes."""
-    from pe_tutorial.benchmarks.chapters import memory_ceiling
+    from pe_tutorial.benchmarks.copies import memory_ceiling
 
     ceiling = memory_ceiling(benchmarks.quoted("copy_sizes"))
     assert bench.PROBE_BYTES >= ceiling["from_bytes"]
@@ -827,7 +827,7 @@ def test_the_busy_probe_copies_in_the_memory_regime_of_the_quoted_machine():
 def test_the_train_step_suite_times_chapter_9s_quick_model():
     """The suite keeps its own copy of the quick preset's model (it may not import the
     experiments, which sit on its floor); the two must not drift apart."""
-    from pe_tutorial.benchmarks.chapters import QUICK_MODEL
+    from pe_tutorial.benchmarks.train_step import QUICK_MODEL
     from pe_tutorial.experiments import PRESETS
 
     assert QUICK_MODEL == PRESETS["quick"].model

@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from pe_tutorial import benchmarks
 from pe_tutorial.benchmarks import step_profile as sp
 from pe_tutorial.benchmarks import timing as bench
-from pe_tutorial.benchmarks.chapters import train_step_fn
+from pe_tutorial.benchmarks.train_step import train_step_fn
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 
 TINY_MODEL = {"d_model": 16, "num_heads": 2, "num_layers": 1}

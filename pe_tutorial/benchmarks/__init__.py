@@ -33,10 +33,12 @@ from . import (  # noqa: F401  (register the suites)
     attention_bias,
     backward,
     chapters,
+    copies,
     decode,
     roofline,
     rope,
     step_profile,
+    train_step,
 )
 from ._core import (
     SUITES,

@@ -1,4 +1,7 @@
-"""The suites behind the timing cells of chapters 1 to 9.
+"""The suites behind the timing cells of chapters 1 to 8, and chapter 11's latent decoding.
+
+Chapter 9's training step is ``train_step.py``'s; chapter 10's copies and memory
+ceiling ``copies.py``'s.
 
 Each builder takes a device and a dtype (and sizes, with defaults that are
 small on the CPU and larger on a GPU) and returns the ``Plan`` to time. Bytes
@@ -6,8 +9,6 @@ are counted as read plus written, from the tensors a call must touch.
 """
 
 from __future__ import annotations
-
-import statistics
 
 import torch
 from torch import nn
@@ -26,7 +27,6 @@ from ..encodings.absolute import (
 from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import ShawRelativePosition, T5RelativeBias
 from ..encodings.rope import apply_rope, apply_rope_complex, apply_rope_matrix
-from . import timing as bench
 from ._core import Plan, Suite, register
 from .timing import Case
 
@@ -423,74 +423,6 @@ def relative_attention(
     )
 
 
-def train_step_sizes(
-    device: torch.device, batch: int | None = None, seq_len: int | None = None
-) -> tuple[int, int]:
-    """``(batch, seq_len)`` of the ``train_step`` suite: (16, 64) on a CPU, (64, 256) on a GPU."""
-    default = (64, 256) if _on_gpu(device) else (16, 64)
-    batch = default[0] if batch is None else batch
-    return batch, default[1] if seq_len is None else seq_len
-
-
-def quick_model(scheme: str, seq_len: int, device: torch.device) -> nn.Module:
-    """Chapter 9's quick model (``QUICK_MODEL``) with ``scheme``, on ``device``."""
-    from ..lm.model import ByteTransformer, ModelConfig
-
-    config = ModelConfig(scheme=scheme, max_positions=seq_len, **QUICK_MODEL)
-    return ByteTransformer(config).to(device)
-
-
-def train_step_fn(model: nn.Module, tokens: torch.Tensor):
-    """One forward and backward pass of ``model`` on ``tokens`` (B, T + 1): next-byte
-    cross-entropy, gradients accumulated into ``.grad`` (no optimiser step)."""
-
-    def step():
-        logits = model(tokens[:, :-1])
-        loss = nn.functional.cross_entropy(
-            logits.flatten(0, 1), tokens[:, 1:].flatten()
-        )
-        loss.backward()
-
-    return step
-
-
-def train_step(
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    batch: int | None = None,
-    seq_len: int | None = None,
-    schemes: tuple[str, ...] | None = None,
-) -> Plan:
-    """One forward and backward pass of chapter 9's quick model, per scheme (chapter 9)."""
-    from ..lm.model import SCHEMES
-
-    batch, seq_len = train_step_sizes(device, batch, seq_len)
-    schemes = tuple(SCHEMES) if schemes is None else schemes
-    model_settings = dict(QUICK_MODEL)
-    tokens = torch.randint(0, 256, (batch, seq_len + 1), device=device)
-    cases = [
-        Case(
-            f"train step, {scheme}",
-            train_step_fn(quick_model(scheme, seq_len, device), tokens),
-            {"tokens": [batch, seq_len]},
-            "float32",
-        )
-        for scheme in schemes
-    ]
-    return Plan(
-        cases,
-        settings={"batch": batch, "seq_len": seq_len, "model": model_settings},
-        reference=cases[0].name,
-    )
-
-
-# The model of chapter 9's quick preset (experiments.PRESETS["quick"].model; a test holds
-# the two equal). Written here because the timing suites sit beside the experiments, on
-# the same floor, and import nothing from them.
-QUICK_MODEL = {"d_model": 64, "num_heads": 4, "num_layers": 2}
-
-
 # why the suites below time the sizes they do (Suite.why), where several share one
 CONTEXT_TABLE = (
     "a context of 2048 tokens (8192 on a GPU) at width 512: a small model's table"
@@ -573,15 +505,6 @@ for _suite in (
         warmup=2,
         cpu_repeats=5,
     ),
-    Suite(
-        "train_step",
-        "9",
-        "one training step per scheme",
-        train_step,
-        why="chapter 9's quick model on one batch",
-        smoke={"batch": 2, "seq_len": 8, "schemes": ("nope", "rope")},
-        warmup=2,
-    ),
 ):
     register(_suite)
 
@@ -645,109 +568,3 @@ register(
         smoke={"cache_tokens": 16},
     )
 )
-
-
-def copy_sizes(
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    sizes: list[int] | None = None,
-) -> Plan:
-    """Copies from well inside the cache to well past it: the two regimes (chapter 10).
-
-    ``sizes`` are bytes moved per copy (half read, half written). By default
-    they run from 256 KiB to four times the last-level cache on a CPU (64 MiB
-    where sysfs does not say) and from 1 MiB to 4 GiB on a GPU.
-    """
-    if sizes is None:
-        if _on_gpu(device):
-            sizes = [2**p for p in range(20, 33, 2)]
-        else:
-            cache = bench.last_level_cache_bytes() or 2**24
-            sizes = [2**p for p in range(18, 31) if 2**p <= 4 * cache]
-    cases = [bench.copy_case(nbytes, device) for nbytes in sizes]
-    # each size in its own rounds: interleaved, a large copy would evict what a
-    # small one left in cache, and the small ones would never run from cache
-    return Plan(cases, settings={"sizes": sizes}, separate=True)
-
-
-register(
-    Suite(
-        "copy_sizes",
-        "10",
-        "copy bandwidth from cache to memory",
-        copy_sizes,
-        why="from inside the smallest cache to past the largest",
-        smoke={"sizes": [2**10, 2**12]},
-    )
-)
-
-
-# a copy is "from memory" when its bandwidth is within this factor of the largest copy's
-MEMORY_BAND = 1.25
-
-
-def copy_regimes(result) -> dict[str, float]:
-    """Where copies stop fitting in cache, read from a ``copy_sizes`` run (chapter 10).
-
-    ``memory_gb_s`` is the bandwidth of the largest copy; ``memory_from_bytes``
-    the smallest size from which every larger copy is within ``MEMORY_BAND``
-    of it (from there on, the caches no longer help); ``cache_gb_s`` the best
-    bandwidth of any smaller copy. Measured, not read from sysfs: a virtual
-    machine reports the whole chip's last-level cache, shared with other
-    tenants, and a benchmark needs the size where the copy really slows down.
-    """
-    copies = sorted(
-        (t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved
-    )
-    if len(copies) < 2:
-        raise ValueError("copy_regimes needs a copy_sizes run of two sizes or more")
-    memory = copies[-1].bandwidth_gb_s
-    start = len(copies) - 1
-    while start > 0 and copies[start - 1].bandwidth_gb_s <= MEMORY_BAND * memory:
-        start -= 1
-    smaller = [t.bandwidth_gb_s for t in copies[:start]] or [memory]
-    return {
-        "memory_gb_s": memory,
-        "memory_from_bytes": copies[start].bytes_moved,
-        "cache_gb_s": max(smaller),
-    }
-
-
-# the memory ceiling is read from copies at least this many times the largest
-# copy that still ran from cache
-CEILING_FACTOR = 4
-
-
-def memory_ceiling(result) -> dict[str, float]:
-    """The one memory bandwidth of a machine, from its ``copy_sizes`` run (chapter 10).
-
-    ``cache_edge_bytes`` is the largest copy that still ran faster than memory
-    (``copy_regimes``: more than ``MEMORY_BAND`` times the largest copy's
-    bandwidth), measured rather than read from the system; ``gb_s`` is the
-    median bandwidth of every copy of at least ``CEILING_FACTOR`` times that
-    size, where no cache can hold a useful share of the bytes, and
-    ``sizes`` says how many copies it is the median of. Every "share of the
-    memory bandwidth" in the book divides by this one number. A run whose
-    largest copy is not that far past the edge is a ValueError saying so.
-    """
-    regimes = copy_regimes(result)
-    copies = sorted(
-        (t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved
-    )
-    faster = [t for t in copies if t.bytes_moved < regimes["memory_from_bytes"]]
-    edge = faster[-1].bytes_moved if faster else None
-    floor = CEILING_FACTOR * edge if edge is not None else copies[0].bytes_moved
-    plateau = [t.bandwidth_gb_s for t in copies if t.bytes_moved >= floor]
-    if not plateau:
-        raise ValueError(
-            f"the largest copy ({bench.format_bytes(copies[-1].bytes_moved)}) is not "
-            f"{CEILING_FACTOR} times the largest that ran from cache "
-            f"({bench.format_bytes(edge)}); run copy_sizes with larger sizes"
-        )
-    return {
-        "gb_s": statistics.median(plateau),
-        "cache_edge_bytes": edge,
-        "from_bytes": floor,
-        "sizes": len(plateau),
-    }

@@ -52,7 +52,7 @@ def ceilings(result, memory_gb_s: float | None = None) -> dict[str, float]:
     (flop per byte): below it a kernel is limited by memory.
 
     ``memory_gb_s`` is the machine's one memory ceiling
-    (``chapters.memory_ceiling`` of its ``copy_sizes`` run), which a page
+    (``copies.memory_ceiling`` of its ``copy_sizes`` run), which a page
     should pass; without it the copy of the product's own bytes timed in the
     same run stands in, which on a CPU may be a cache size (48 MiB for the
     2048 x 2048 product) that reads as memory only because the product

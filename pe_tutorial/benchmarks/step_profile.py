@@ -3,7 +3,7 @@
 Chapter 9 times one training step of its quick model per scheme (the
 ``train_step`` suite) and a RoPE step takes longer than a NoPE one; this module
 says what the extra time is made of. ``profile_train_step`` builds the same
-models and the same step (``chapters.quick_model``, ``chapters.train_step_fn``:
+models and the same step (``train_step.quick_model``, ``train_step.train_step_fn``:
 forward, next-byte cross-entropy, backward; no optimiser unless asked), warms
 each up, then runs a few steps under ``torch.profiler.profile`` (CPU
 activities, CUDA too on a GPU) and splits the step's time into groups.
@@ -72,7 +72,7 @@ from ..attention.position_scheme import PositionScheme
 from ..devices import synchronize
 from ..memory import quiet_stderr
 from ._core import Plan, Suite, register
-from .chapters import QUICK_MODEL, quick_model, train_step, train_step_sizes
+from .train_step import QUICK_MODEL, quick_model, train_step, train_step_sizes
 
 # the groups of a step, in the order the tables list them
 GROUPS: tuple[str, ...] = (
