@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import TINY, run_tiny
 
 from pe_tutorial import experiments
 from pe_tutorial.experiments import (
@@ -45,32 +46,6 @@ from pe_tutorial.pages.glue import glue
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TINY = replace(
-    PRESETS["quick"],
-    name="tiny",
-    model={"d_model": 16, "num_heads": 2, "num_layers": 1},
-    train=TrainConfig(steps=3, batch_size=2, seq_len=16, warmup_steps=1),
-    seeds=(0, 1),
-    multiples=(1, 2),
-    eval_windows=2,
-    train_bytes=20_000,
-    validation_bytes=5_000,
-    schemes=("learned", "rope", "alibi"),
-    post_norm_schemes=("alibi",),
-    every_layer_schemes=("learned",),
-    extension_methods=("linear", "dynamic"),
-    finetune_methods=(None, "yarn"),
-    finetune_steps=2,
-    lookback={"seq_len": 8, "lookback": 2, "steps": 3, "num_symbols": 4},
-    passkey={
-        "seq_len": 12,
-        "steps": 3,
-        "batch_size": 2,
-        "key_len": 2,
-        "depths": (0.0, 1.0),
-    },
-)
-
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
@@ -88,9 +63,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """The tiny preset's results, and the run file of its 22 finished units."""
-    partial = tmp_path_factory.mktemp("tiny") / "run.json.partial"
-    results = run_experiments(TINY, device="cpu", progress=False, partial=partial)
-    return results, partial
+    return run_tiny(TINY, tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,13 @@ import json
 from dataclasses import replace
 
 import pytest
+import tiny_runs
 import torch
 
 from pe_tutorial import experiments
 from pe_tutorial.experiments import (
-    PRESETS,
     Variant,
     results_path,
-    run_experiments,
     viewer,
 )
 from pe_tutorial.experiments.runner import Runner
@@ -24,21 +23,13 @@ from pe_tutorial.lm.train import TrainConfig
 
 # a run of every section in seconds: two seeds, so verdicts weigh a spread
 TINY = replace(
-    PRESETS["quick"],
+    tiny_runs.TINY,
     name="viewer-tiny",
-    model={"d_model": 16, "num_heads": 2, "num_layers": 1},
     train=TrainConfig(steps=4, batch_size=2, seq_len=16, warmup_steps=1),
-    seeds=(0, 1),
-    multiples=(1, 2),
-    eval_windows=2,
     curve_points=2,
-    train_bytes=20_000,
-    validation_bytes=5_000,
-    schemes=("learned", "rope", "alibi"),
     # two schemes at rates of their own: a run file's units each hold their own
     # scheme's, and the viewer must join them
     tuned=(("rope", (("learning_rate", 2e-3),)), ("alibi", (("learning_rate", 5e-3),))),
-    post_norm_schemes=("alibi",),
     every_layer_schemes=(),
     learning_rate_schemes=("rope",),
     learning_rates=(1e-2,),
@@ -46,14 +37,8 @@ TINY = replace(
     extension_methods=("linear",),
     finetune_methods=(None,),
     finetune_steps=1,
-    lookback={"seq_len": 8, "lookback": 2, "steps": 2, "num_symbols": 4},
-    passkey={
-        "seq_len": 12,
-        "steps": 2,
-        "batch_size": 2,
-        "key_len": 2,
-        "depths": (0.0, 1.0),
-    },
+    lookback={**tiny_runs.TINY.lookback, "steps": 2},
+    passkey={**tiny_runs.TINY.passkey, "steps": 2},
 )
 TITLES = viewer.TITLES
 
@@ -62,8 +47,7 @@ TITLES = viewer.TITLES
 def tiny(tmp_path_factory):
     """The tiny run's record (as its JSON file holds it) and its file paths."""
     folder = tmp_path_factory.mktemp("viewer")
-    partial = folder / "run.json.partial"
-    results = run_experiments(TINY, device="cpu", progress=False, partial=partial)
+    results, partial = tiny_runs.run_tiny(TINY, folder)
     path = folder / "run.json"
     path.write_text(json.dumps(results, indent=1))
     return json.loads(path.read_text()), path, partial
