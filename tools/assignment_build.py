@@ -6,7 +6,6 @@ command."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import re
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import install_cell
 from colab_edition import current_commit, myst_left
+from fresh_runtime import build_wheel
 from install_cell import PACKAGE_LINE, cell_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,26 +47,7 @@ AUTOGRADER_SOURCE = "/autograder/source"  # where Gradescope and `otter grade` u
 
 def package_wheel(out: Path) -> Path:
     """Build this checkout's wheel into ``out/wheels`` (once per build); return it."""
-    folder = out / "wheels"
-    shutil.rmtree(folder, ignore_errors=True)
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "-q",
-        "-w",
-        str(folder),
-    ]
-    # setuptools builds in the checkout's build/ folder: two builds at once (the
-    # test workers) collide there, so one waits for the other
-    lock = ROOT / "_build" / ".wheel.lock"
-    lock.parent.mkdir(exist_ok=True)
-    with lock.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        subprocess.run([*command, str(ROOT)], check=True, capture_output=True)
-    return next(folder.glob("pe_tutorial-*.whl"))
+    return build_wheel(out / "wheels")
 
 
 def grader_requirements(wheel: Path) -> str:

@@ -276,19 +276,12 @@ def errors(node) -> list[str]:
 
 
 def build_wheel(out: Path) -> Path:
-    """This checkout's wheel (no dependencies) in ``out``."""
+    """This checkout's wheel (no dependencies) in ``out``, emptied first; returns it."""
     shutil.rmtree(out, ignore_errors=True)
-    _run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "-q",
-        "-w",
-        out,
-        ROOT,
-    )
+    # setuptools builds in the checkout's build/ folder: two builds at once (the
+    # test workers) collide there, so one waits for the other
+    with _locked(ROOT / "_build" / "wheel"):
+        _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, ROOT)
     return next(out.glob("pe_tutorial-*.whl"))
 
 
