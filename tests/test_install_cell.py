@@ -168,3 +168,29 @@ def test_no_instruction_installs_a_package_name_the_index_does_not_have():
     requirements = (ROOT / "book" / "assignments" / "requirements.txt").read_text()
     lines = [line for line in requirements.splitlines() if not line.startswith("#")]
     assert lines == [install_cell.repository_package()]
+
+
+def test_the_fresh_runtime_command_gives_each_notebook_its_own_folder(
+    tmp_path, monkeypatch
+):
+    """A student and a solutions notebook share a name: each still runs in an empty
+    folder of its own (the nightly run met a FileExistsError)."""
+    import fresh_runtime
+
+    roots = []
+
+    def fake_run(notebook, root, *, wheel, timeout):
+        (root / "content").mkdir(parents=True)  # as run_as_on_colab makes it
+        roots.append(root)
+        return type("Node", (), {"cells": []})()
+
+    monkeypatch.setattr(fresh_runtime, "run_as_on_colab", fake_run)
+    paths = []
+    for version in ("student", "autograder"):
+        (tmp_path / version).mkdir()
+        path = tmp_path / version / "rope.ipynb"
+        path.write_text(json.dumps({"cells": []}))
+        paths.append(path)
+    wheel = tmp_path / "pe_tutorial-0-py3-none-any.whl"
+    fresh_runtime.main([*map(str, paths), "--wheel", str(wheel)])
+    assert len(roots) == 2 and roots[0] != roots[1]

@@ -299,8 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as temporary:
         wheel = args.wheel or build_wheel(Path(temporary) / "wheel")
         failed = []
-        for path in args.notebooks:
-            root = Path(temporary) / path.stem
+        for index, path in enumerate(args.notebooks):
+            # a student and a solutions notebook share a name: a folder each
+            root = Path(temporary) / f"{index:03d}-{path.stem}"
             node = run_as_on_colab(
                 json.loads(path.read_text()), root, wheel=wheel, timeout=args.timeout
             )
