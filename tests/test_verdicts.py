@@ -197,6 +197,12 @@ def test_the_crossed_bootstrap_needs_both_tests():
             {"files": ["x"]},
             "the file of each segment",
         ),
+        (
+            {0: [1.0, 2.0]},
+            {0: [1.0, 2.0, 3.0]},
+            {},
+            "every seed of a and b must hold the",
+        ),
         ({0: 1.0}, {0: 1.0}, {"level": 95}, r"level must be a number in \(0, 1\)"),
     ],
 )

@@ -287,9 +287,6 @@ class Converter:
         return self.roles(self.directives(text, here))
 
 
-# The edition's install cell, true for where it runs: a Colab runtime has no checkout,
-# so the cell installs the commit the edition was made from, unless the package is
-# importable already (a runtime that ran it once).
 # Colab reads these to open the notebook on a GPU runtime (Runtime > Change runtime type
 # shows the choice); the free tier's GPU is a T4.
 GPU_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}

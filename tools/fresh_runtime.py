@@ -292,7 +292,9 @@ def main(argv: list[str] | None = None) -> None:
         "--wheel", type=Path, help="the package's wheel (default: built)"
     )
     parser.add_argument(
-        "--out", type=Path, help="write each executed notebook into this folder"
+        "--out",
+        type=Path,
+        help="write each executed notebook into this folder (as NNN-NAME.ipynb)",
     )
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = parser.parse_args(argv)
@@ -312,7 +314,7 @@ def main(argv: list[str] | None = None) -> None:
                 import nbformat
 
                 args.out.mkdir(parents=True, exist_ok=True)
-                nbformat.write(node, args.out / path.name)
+                nbformat.write(node, args.out / f"{root.name}.ipynb")
     if failed:
         raise SystemExit("\n".join(failed))
 

@@ -76,7 +76,6 @@ COLAB_MODULES = frozenset(
 )
 
 PACKAGE_LINE = re.compile(r'^PACKAGE = "[^"]*"$', re.M)
-NEEDS_LINE = re.compile(r"^NEEDS = \{.*\}$", re.M)
 
 HEADER = {
     "source": (
@@ -155,16 +154,12 @@ def render(form: str, package: str, needs: dict[str, str]) -> str:
     unknown = set(needs) - set(ALSO)
     if unknown:
         raise ValueError(f"no words for installing {sorted(unknown)}: add them to ALSO")
-    also = "".join(ALSO[module] for module in needs)
-    parts = [
-        HEADER[form].format(also=also),
-        IMPORTS[form],
-        f"PACKAGE = {json.dumps(package)}",
-    ]
+    header = HEADER[form].format(also="".join(ALSO[module] for module in needs))
+    names = f"PACKAGE = {json.dumps(package)}"
     if needs:
-        parts[-1] += f"\nNEEDS = {json.dumps(needs)}"
+        names += f"\nNEEDS = {json.dumps(needs)}"
     body = INSTALL[form] + (INSTALL_NEEDS if needs else "")
-    return "\n".join(parts[:2]) + "\n" + parts[2] + "\n" + body
+    return f"{header}\n{IMPORTS[form]}\n{names}\n{body}"
 
 
 def cell_source(cell: dict) -> str:
@@ -297,20 +292,14 @@ def main(argv: list[str] | None = None) -> None:
         for path in write(sources()):
             print(f"rewrote the install cell of {path.relative_to(ROOT)}")
         return
-    found = [
-        problem
-        for path in sources()
-        for problem in problems(json.loads(path.read_text()), path.name)
-    ]
-    stale = [
-        path.name
-        for path in sources()
-        if cell_source(install_cell_of(json.loads(path.read_text())))
-        != expected(json.loads(path.read_text()))
-    ]
-    found += [
-        f"{name}: install cell differs from the template (--write)" for name in stale
-    ]
+    found = []
+    for path in sources():
+        notebook = json.loads(path.read_text())
+        found += problems(notebook, path.name)
+        if cell_source(install_cell_of(notebook)) != expected(notebook):
+            found.append(
+                f"{path.name}: install cell differs from the template (--write)"
+            )
     print("\n".join(found) or "every install cell is the template's, and complete")
     raise SystemExit(1 if found else 0)
 

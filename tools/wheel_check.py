@@ -20,7 +20,6 @@ runtime, from nothing (issues 11 and 46).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -98,12 +97,9 @@ def main(argv: list[str] | None = None) -> None:
     # a chapter with an interactive figure, for the notebook figure check
     parser.add_argument("--chapter", default="04_sinusoidal")
     parser.add_argument("--executed", type=Path, default=ROOT / "_build" / "wheel-run")
-    parser.add_argument(
-        "--torch", default=os.environ.get("TORCH_SPEC", "torch==2.13.0")
-    )
-    parser.add_argument(
-        "--index-url", default=os.environ.get("TORCH_INDEX_URL") or None
-    )
+    # default: TORCH_SPEC and TORCH_INDEX_URL, as fresh_runtime.base_runtime reads them
+    parser.add_argument("--torch", default=None)
+    parser.add_argument("--index-url", default=None)
     args = parser.parse_args(argv)
     wheel, _ = build(args.dist)
     fresh_runtime.base_runtime(torch_spec=args.torch, index_url=args.index_url)

@@ -66,8 +66,8 @@ def _checked_case(name, fn, expected, dtype, *, layout="bhtd") -> Case:
     for got, want, which in ((out_q, expected[0], "q"), (out_k, expected[1], "k")):
         check_result(
             name,
-            got.float(),
-            want.float(),
+            got,
+            want,
             what=f"rotated {which}",
             reference="apply_rope",
             atol=tolerance,

@@ -280,10 +280,11 @@ def paired_verdict(
     seeds = sorted(a, key=str)
     per_segment = isinstance(a[seeds[0]], (list, tuple, np.ndarray))
     if per_segment:
-        rows = [np.asarray(a[s], float) - np.asarray(b[s], float) for s in seeds]
-        if len({len(r) for r in rows} | {len(b[s]) for s in seeds}) != 1:
+        if len({len(side[s]) for side in (a, b) for s in seeds}) != 1:
             raise ValueError("every seed of a and b must hold the same segments")
-        differences = np.stack(rows)
+        differences = np.stack(
+            [np.asarray(a[s], float) - np.asarray(b[s], float) for s in seeds]
+        )
     else:
         differences = np.array([[float(a[s]) - float(b[s])] for s in seeds])
     if not np.isfinite(differences).all():
@@ -298,9 +299,8 @@ def paired_verdict(
     mean = float(differences.mean())
     if n < 2:
         return Verdict(label, mean, mean, mean, n, 1.0, level, alpha=alpha)
+    # every seed holds the same segments, so the mean of the seeds' means is ``mean``
     low, high, p = _paired_t(by_seed, level)
-    shift = mean - float(by_seed.mean())  # 0 unless the seeds' segment counts differ
-    low, high = low + shift, high + shift
     resampled = None
     if files is not None:
         b_low, b_high, b_p = _crossed_bootstrap(
