@@ -333,8 +333,10 @@ def test_a_corpus_knows_where_each_file_starts(fake_stdlib):
     assert corpus.files_between("validation", 0, corpus.validation.numel()) == [
         n for n, _ in corpus.validation_files
     ]
-    with pytest.raises(ValueError, match="side must be 'train' or 'validation'"):
+    with pytest.raises(ValueError, match="holds out no test split"):
         corpus.files_between("test", 0, 1)
+    with pytest.raises(ValueError, match="side must be 'train', 'validation' or"):
+        corpus.files_between("tests", 0, 1)
 
 
 def test_segment_files_names_the_files_the_segments_read(tmp_path):

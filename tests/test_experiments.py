@@ -798,6 +798,9 @@ def _field_changes(preset: Preset):
         if name == "sweep":  # its values reach a unit as its variant's (a test below)
             sweep = (("train.warmup_steps", (2, 3)),)
             yield name, name, replace(preset, sweep=sweep)
+        elif name == "scored_split":  # the other split (the walked preset holds one out)
+            other = "validation" if value == "test" else "test"
+            yield name, name, replace(preset, scored_split=other)
         elif name == "model":
             built = ModelConfig(**{"max_positions": preset.train.seq_len, **value})
             for f in dataclasses.fields(ModelConfig):
@@ -837,6 +840,7 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatc
         ablations=(("alibi", (("num_layers", 2),)),),
         language_schemes=("alibi",),
         tuned=(("alibi", (("learning_rate", 1e-2),)),),
+        test_bytes=5_000,
     )
 
     def fingerprints(preset):

@@ -64,6 +64,16 @@ def hand_forward(model: ByteTransformer, tokens: torch.Tensor) -> torch.Tensor:
             x = x + model.input_table.weight[:T]
         else:
             x = x + sinusoidal_at(torch.arange(T), c.d_model)
+    if c.scheme == "rope-input":
+        # each embedding's channel pairs (i, i + d/2) turned by t * base^(-2i/d)
+        half = c.d_model // 2
+        angle = torch.arange(T)[:, None] * c.rope_base ** (
+            -2 * torch.arange(half) / c.d_model
+        )
+        a, b = x[..., :half], x[..., half:]
+        x = torch.cat(
+            [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1
+        )
     for block in model.blocks:
         attn, mlp = block.attention, block.mlp
         ln1, ln2 = block.norm1, block.norm2
@@ -234,6 +244,7 @@ POSITION_PARAMETERS = {
     "t5": {"blocks.0.attention.scheme.encoding.weight"},
     "shaw": _layers("encoding.weight"),
     "cope": _layers("encoding.weight"),
+    "rope-input": set(),
     "deberta": _layers(
         "encoding.embeddings",
         "encoding.key_proj.weight",

@@ -76,6 +76,7 @@ def check_experiment(p: Preset) -> None:
             raise ExperimentError(
                 f"{key}: {getattr(p, key)}; give a whole number 1 or more"
             )
+    check_test_split(p)
     if p.curve_points < 0:
         raise ExperimentError(
             f"curve_points: {p.curve_points}; give 0 (no curve) or more"
@@ -184,6 +185,28 @@ def check_passkey(task: dict) -> None:
             torch.Generator().manual_seed(0),
             key_len=task["key_len"],
             depth=depth,
+        )
+
+
+def check_test_split(p: Preset) -> None:
+    """A held-out test split: of the standard library, and scored only if held out."""
+    if p.scored_split not in ("validation", "test"):
+        raise ExperimentError(
+            f'scored_split: {p.scored_split!r}; give "validation" or "test"'
+        )
+    if p.test_bytes < 0:
+        raise ExperimentError(
+            f"test_bytes: {p.test_bytes}; give 0 (no test split) or more"
+        )
+    if p.test_bytes and p.corpus != "stdlib":
+        raise ExperimentError(
+            f"test_bytes: {p.test_bytes}, but a test split is held out of the "
+            f'standard library only, and corpus is {p.corpus!r}; set corpus = "stdlib" '
+            "or test_bytes = 0"
+        )
+    if p.scored_split == "test" and not p.test_bytes:
+        raise ExperimentError(
+            'scored_split: "test" needs a test split; set test_bytes, such as 1_000_000'
         )
 
 

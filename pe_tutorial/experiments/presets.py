@@ -57,6 +57,11 @@ class Preset:
     curve_points: int = 8
     train_bytes: int = 2_000_000
     validation_bytes: int = 400_000
+    # a held-out test split of the preset's own corpus (the standard library
+    # only): files no tuning decision read (0: none), and the split every score
+    # of the preset's corpus reads, "validation" or "test" (chapter 9)
+    test_bytes: int = 0
+    scored_split: str = "validation"
     corpus: str = "stdlib"
     schemes: tuple[str, ...] = SCHEMES
     post_norm_schemes: tuple[str, ...] = ()

@@ -23,6 +23,7 @@ from ..attention.layer_patterns import has_temperature, without_temperature
 from ..lm.data import (
     ByteCorpus,
     evaluation_segments,
+    segment_start_files,
     random_windows,
     shakespeare_corpus,
     stdlib_corpus,
@@ -84,6 +85,19 @@ class _Data:
     corpus: ByteCorpus
     segments: torch.Tensor
     train_segments: torch.Tensor
+
+
+# the share of the standard library's files a preset with ``test_bytes`` holds out
+TEST_PERCENT = 10
+
+
+def _test_split(preset, *, own: bool) -> dict:
+    """The corpus reader's test-split arguments: a preset's own corpus holds out
+    ``test_bytes`` (``TEST_PERCENT`` of its files) when that is above 0; no
+    other corpus does."""
+    if preset.test_bytes == 0 or not own:
+        return {}
+    return {"test_percent": TEST_PERCENT, "max_test_bytes": preset.test_bytes}
 
 
 def position_bin(seq_len: int) -> int:
@@ -177,13 +191,16 @@ class Runner:
         if name not in self._data:
             p = PresetReads(self.preset)
             corpus = corpus_reader(name)(
-                max_train_bytes=p.train_bytes, max_validation_bytes=p.validation_bytes
+                max_train_bytes=p.train_bytes,
+                max_validation_bytes=p.validation_bytes,
+                **_test_split(p, own=name == self._preset.corpus),
             )
+            scored = p.scored_split if name == self._preset.corpus else "validation"
             try:
-                # the same number of training targets as validation ones: the gap
+                # the same number of training targets as scored ones: the gap
                 segments, train_segments = (
                     evaluation_segments(side, p.eval_windows, max(p.lengths))
-                    for side in (corpus.validation, corpus.train)
+                    for side in (corpus.side(scored)[0], corpus.train)
                 )
             except ValueError as error:
                 raise ValueError(
@@ -198,9 +215,29 @@ class Runner:
             getattr(self.preset, field_name)
         return data
 
+    def scored_split(self, name: str | None = None) -> str:
+        """The split the scores of corpus ``name`` read: the preset's
+        ``scored_split`` for its own corpus, validation for any other."""
+        own = self.corpus_name(name) == self._preset.corpus
+        return self._preset.scored_split if own else "validation"
+
     def corpora(self) -> dict[str, dict]:
-        """The description of each corpus read so far, by name."""
-        return {name: data.corpus.describe() for name, (data, _) in self._data.items()}
+        """The description of each corpus read so far, by name: with the split its
+        scores read and, for each scored segment in order, the file it starts in
+        (segments of one file are not independent; chapter 9's verdicts resample
+        files)."""
+        found = {}
+        for name, (data, _) in self._data.items():
+            side = self.scored_split(name)
+            found[name] = {
+                **data.corpus.describe(),
+                "scored_split": side,
+                "segment_files": segment_start_files(
+                    data.corpus, self._preset.eval_windows, max(self._preset.lengths),
+                    side=side,
+                ),
+            }
+        return found
 
     def corpus_fingerprint(self, name: str | None) -> dict:
         """The corpus as a fingerprint holds it: its description and a hash of its bytes."""
@@ -208,7 +245,9 @@ class Runner:
         if name not in self._corpus_fingerprints:
             corpus = self.data(name).corpus
             digest = hashlib.sha256()
-            for side in (corpus.train, corpus.validation):
+            sides = [corpus.train, corpus.validation]
+            sides += [] if corpus.test is None else [corpus.test]
+            for side in sides:
                 digest.update(side.cpu().numpy().tobytes())
             self._corpus_fingerprints[name] = {
                 **corpus.describe(),

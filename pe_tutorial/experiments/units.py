@@ -102,8 +102,16 @@ class UnitKind:
 # length replaced where a task says).
 _MODEL = ("model", "train", "tuned")
 # scored at ``multiples`` of the training length on ``eval_windows`` segments of
-# a corpus cut at ``train_bytes`` and ``validation_bytes``
-_TEXT = ("multiples", "eval_windows", "train_bytes", "validation_bytes")
+# a corpus cut at ``train_bytes``, ``validation_bytes`` and ``test_bytes``, on the
+# ``scored_split``
+_TEXT = (
+    "multiples",
+    "eval_windows",
+    "train_bytes",
+    "validation_bytes",
+    "test_bytes",
+    "scored_split",
+)
 # a learning curve of ``curve_points`` points, read while the model trains
 _CURVE = ("curve_points",)
 # the longest length read again through a rolling cache (StreamingLLM), if set

@@ -4,7 +4,8 @@
   as bytes. Every Python installation has them (Colab's too), so nothing is
   downloaded. Files are split into train and validation by a hash of their
   path relative to the library root, so the split is deterministic and no file
-  is in both. Each side reads its files in a seeded shuffled order (a hash of
+  is in both; ``test_percent`` holds out a third side, the *test* split,
+  files that no tuning decision reads (chapter 9's fourth edition). Each side reads its files in a seeded shuffled order (a hash of
   seed and path, not the name), so a byte budget samples the whole library,
   and files the build generates (``GENERATED_FILES``: compiler-flag dicts,
   codec tables, the pydoc topic dump) are left out. (Different Python versions
@@ -64,6 +65,7 @@ __all__ = [
     "evaluation_segments",
     "segment_starts",
     "segment_files",
+    "segment_start_files",
     "lookback_batch",
     "passkey_batch",
     "PASSKEY_SYMBOLS",
@@ -88,7 +90,8 @@ GENERATED_FILES = (
 
 @dataclass(frozen=True)
 class ByteCorpus:
-    """Train and validation bytes as uint8 tensors, and where they came from."""
+    """Train and validation bytes as uint8 tensors, and where they came from;
+    test bytes too where the corpus holds out a test split (else ``test`` is None)."""
 
     train: torch.Tensor
     validation: torch.Tensor
@@ -97,14 +100,25 @@ class ByteCorpus:
     # where the corpus is one text
     train_files: tuple[tuple[str, int], ...] = ()
     validation_files: tuple[tuple[str, int], ...] = ()
+    test: torch.Tensor | None = None
+    test_files: tuple[tuple[str, int], ...] = ()
 
     def side(self, side: str) -> tuple[torch.Tensor, tuple[tuple[str, int], ...]]:
-        """The bytes of ``"train"`` or ``"validation"``, and where each file starts."""
+        """The bytes of ``"train"``, ``"validation"`` or ``"test"``, and where each file starts."""
         if side == "train":
             return self.train, self.train_files
         if side == "validation":
             return self.validation, self.validation_files
-        raise ValueError(f"side must be 'train' or 'validation', got {side!r}")
+        if side == "test":
+            if self.test is None:
+                raise ValueError(
+                    f"this corpus ({self.source}) holds out no test split; read it "
+                    "with test_percent > 0 (stdlib_corpus) for one"
+                )
+            return self.test, self.test_files
+        raise ValueError(
+            f"side must be 'train', 'validation' or 'test', got {side!r}"
+        )
 
     def files_between(self, side: str, start: int, stop: int) -> list[str]:
         """The files whose bytes lie in ``[start, stop)`` of the ``side`` stream."""
@@ -121,6 +135,7 @@ class ByteCorpus:
             "source": self.source,
             "train_bytes": int(self.train.numel()),
             "validation_bytes": int(self.validation.numel()),
+            **({} if self.test is None else {"test_bytes": int(self.test.numel())}),
         }
 
 
@@ -134,6 +149,16 @@ def _check_validation_percent(validation_percent: int) -> None:
 def _is_validation(name: str, validation_percent: int) -> bool:
     # crc32 of the relative path: the same on every machine and every run
     return zlib.crc32(name.encode()) % 100 < validation_percent
+
+
+def _split_of(name: str, validation_percent: int, test_percent: int) -> str:
+    """``"validation"`` below ``validation_percent`` of ``crc32(name) % 100``,
+    ``"test"`` in the next ``test_percent``, else ``"train"``: holding out a
+    test split moves files from train only, so validation stays the same files."""
+    bucket = zlib.crc32(name.encode()) % 100
+    if bucket < validation_percent:
+        return "validation"
+    return "test" if bucket < validation_percent + test_percent else "train"
 
 
 def _is_generated(name: str) -> bool:
@@ -187,22 +212,31 @@ def _concatenate(chunks: list[bytes], limit: int | None) -> torch.Tensor:
 
 def _split_by_file(
     names: Iterable[str],
-    is_validation: Callable[[str], bool],
+    is_validation: Callable[[str], bool | str],
     read: Callable[[str], bytes],
     *,
     max_train_bytes: int | None,
     max_validation_bytes: int | None,
     source: str,
+    max_test_bytes: int | None = None,
+    with_test: bool = False,
 ) -> ByteCorpus:
     """A corpus split by file: each name in ``names``' order goes to the side
-    ``is_validation`` says, and is read (``read``) while its side has fewer than its
-    ``max_*_bytes`` (None: all); each side is then cut at its limit."""
-    sides: dict[bool, list[bytes]] = {False: [], True: []}
-    kept: dict[bool, list[str]] = {False: [], True: []}
-    sizes = {False: 0, True: 0}
-    limits = {False: max_train_bytes, True: max_validation_bytes}
+    ``is_validation`` says (True or False, or a side's name, ``"test"`` among
+    them when ``with_test``), and is read (``read``) while its side has fewer
+    than its ``max_*_bytes`` (None: all); each side is then cut at its limit."""
+    named = {False: "train", True: "validation"}
+    limits = {
+        "train": max_train_bytes,
+        "validation": max_validation_bytes,
+        "test": max_test_bytes,
+    }
+    sides: dict[str, list[bytes]] = {side: [] for side in limits}
+    kept: dict[str, list[str]] = {side: [] for side in limits}
+    sizes = dict.fromkeys(limits, 0)
     for name in names:
         side = is_validation(name)
+        side = named.get(side, side) if isinstance(side, bool) else side
         if limits[side] is not None and sizes[side] >= limits[side]:
             continue
         data = read(name)
@@ -210,11 +244,13 @@ def _split_by_file(
         kept[side].append(name)
         sizes[side] += len(data)
     return ByteCorpus(
-        train=_concatenate(sides[False], max_train_bytes),
-        validation=_concatenate(sides[True], max_validation_bytes),
+        train=_concatenate(sides["train"], max_train_bytes),
+        validation=_concatenate(sides["validation"], max_validation_bytes),
         source=source,
-        train_files=_offsets(kept[False], sides[False]),
-        validation_files=_offsets(kept[True], sides[True]),
+        train_files=_offsets(kept["train"], sides["train"]),
+        validation_files=_offsets(kept["validation"], sides["validation"]),
+        test=_concatenate(sides["test"], max_test_bytes) if with_test else None,
+        test_files=_offsets(kept["test"], sides["test"]) if with_test else (),
     )
 
 
@@ -225,16 +261,26 @@ def stdlib_corpus(
     max_train_bytes: int | None = None,
     max_validation_bytes: int | None = None,
     seed: int = 0,
+    test_percent: int = 0,
+    max_test_bytes: int | None = None,
 ) -> ByteCorpus:
     """Python's standard library source as a byte corpus, split by file.
 
     A file goes to validation when ``crc32(relative path) % 100 <
-    validation_percent``. Each side reads its files in the shuffled order of
+    validation_percent``, and with ``test_percent`` > 0 to a held-out test
+    split when it is at least that and below ``validation_percent +
+    test_percent`` (files taken from train only: validation keeps its files). Each side reads its files in the shuffled order of
     ``stdlib_files(root, seed=seed)`` until it has its ``max_*_bytes`` (None:
     all of them), so a smaller budget reads a prefix of the same bytes and
     still samples the whole library.
     """
     _check_validation_percent(validation_percent)
+    if not 0 <= test_percent < 100 - validation_percent:
+        raise ValueError(
+            f"test_percent must be between 0 and {99 - validation_percent} (with "
+            f"validation_percent {validation_percent}, some files must train), "
+            f"got {test_percent}"
+        )
     root = Path(root or sysconfig.get_paths()["stdlib"])
     paths = {
         path.relative_to(root).as_posix(): path
@@ -243,18 +289,27 @@ def stdlib_corpus(
     version = ".".join(map(str, sys.version_info[:3]))
     corpus = _split_by_file(
         paths,
-        lambda name: _is_validation(name, validation_percent),
+        lambda name: _split_of(name, validation_percent, test_percent),
         lambda name: paths[name].read_bytes(),
         max_train_bytes=max_train_bytes,
         max_validation_bytes=max_validation_bytes,
+        max_test_bytes=max_test_bytes,
+        with_test=test_percent > 0,
         source=(
             f"Python {version} standard library (.py files without generated "
-            f"ones, split by path hash, shuffled with seed {seed})"
+            f"ones, split by path hash"
+            + (f", {test_percent}% held out to test" if test_percent else "")
+            + f", shuffled with seed {seed})"
         ),
     )
-    if not corpus.train_files or not corpus.validation_files:
+    if (
+        not corpus.train_files
+        or not corpus.validation_files
+        or (test_percent and not corpus.test_files)
+    ):
         raise ValueError(
-            f"the standard library at {root} gave an empty train or validation split"
+            f"the standard library at {root} gave an empty train, validation or "
+            "test split"
         )
     return corpus
 
@@ -566,6 +621,30 @@ def segment_files(
         for name in corpus.files_between(side, start, start + segment_len + 1):
             names[name] = None
     return list(names)
+
+
+def segment_start_files(
+    corpus: ByteCorpus,
+    num_segments: int,
+    segment_len: int,
+    *,
+    side: str = "validation",
+    seed: int = 0,
+) -> list[str]:
+    """For each of ``evaluation_segments``' segments in order, the file it starts in.
+
+    Segments of one file are alike, so they are not independent draws; a
+    verdict that resamples files (``verdicts.paired_verdict``) groups
+    segments by this name. A segment that runs into the next file counts
+    as its first file's. A corpus that is one text names no files: ``[]``.
+    """
+    data, listed = corpus.side(side)
+    if not listed:
+        return []
+    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
+    offsets = torch.tensor([offset for _, offset in listed])
+    index = torch.searchsorted(offsets, starts, right=True) - 1
+    return [listed[i][0] for i in index.tolist()]
 
 
 def lookback_batch(

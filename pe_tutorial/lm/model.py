@@ -16,6 +16,8 @@ the ones chapter 9 trains:
 ``"cope"``            contextual positions (CoPE), per layer (chapter 8)
 ``"deberta"``         DeBERTa's disentangled attention, per layer (chapter 8;
                       registered, not in ``SCHEMES``)
+``"rope-input"``      RoPE applied once, rotating the token embeddings: the
+                      survey's absolute RoPE (chapter 9; not in ``SCHEMES``)
 ``"p-rope"``          RoPE with its slowest pairs never rotated (chapter 11)
 ``"irope"``           Llama 4's RoPE layers in chunks, every few a NoPE layer
                       with temperature-scaled queries (chapter 11)
@@ -169,6 +171,12 @@ class _SchemeFactory:
     def __init__(self, config: ModelConfig):
         self.config = config
         self.spec = registered(config.scheme)
+        if self.spec.rotates_input and config.absolute != "input":
+            raise ValueError(
+                f"scheme {config.scheme!r} rotates the token embeddings once, at the "
+                f"input; it has no table to add in every layer (absolute="
+                f"{config.absolute!r}); use absolute='input'"
+            )
         self.shared: nn.Module | None = self.spec.shared(config)
 
     def input_table(self) -> nn.Module | None:
@@ -237,6 +245,8 @@ class ByteTransformer(nn.Module):
         factory = _SchemeFactory(config)
         self.embed = nn.Embedding(VOCAB_SIZE, config.d_model)
         self.input_table = factory.input_table()
+        # RoPE once at the input rotates the embeddings instead of adding a table
+        self.rotates_input = factory.spec.rotates_input
         # Vaswani et al. (section 3.4) multiply the embeddings by sqrt(d_model)
         # before adding the sinusoidal table, whose entries are of size 1;
         # without it the table drowns the tokens (chapter 2)
@@ -280,7 +290,10 @@ class ByteTransformer(nn.Module):
         x = self.embed(tokens) * self.embed_scale  # (B, T, d)
         if self.input_table is not None:
             positions = torch.arange(tokens.shape[1], device=tokens.device)
-            x = x + self.input_table(positions)  # (T, d) broadcast over B
+            if self.rotates_input:
+                x = self.input_table(x, positions)  # each (B, t, :) rotated by t
+            else:
+                x = x + self.input_table(positions)  # (T, d) broadcast over B
         for block in self.blocks:
             x = block(x)
         # tied output layer: (B, T, d) @ (d, 256)

@@ -101,7 +101,10 @@ class ModelScheme:
     to the embeddings (``absolute="input"``) or to every attention layer's
     input (``"every_layer"``), so ``layer`` is not used. ``max_length``
     gives the longest sequence the scheme can read (None: any).
-    ``scale_embeddings`` multiplies the token embeddings by sqrt(d_model)
+    ``rotates_input`` marks an absolute scheme whose ``shared`` module rotates
+    the embeddings (``shared(x, positions)``, RoPE applied once at the input,
+    as the survey of chapter 9 trains it) in place of adding a table; it enters
+    at the input only. ``scale_embeddings`` multiplies the token embeddings by sqrt(d_model)
     first, as Vaswani et al. do before adding their sinusoidal table.
     ``layers``, for a model whose layers differ (chapter 11's Llama 4 and
     Gemma 3 patterns), builds every layer's scheme at once in place of
@@ -126,6 +129,7 @@ class ModelScheme:
     options: tuple[str, ...] = ()
     absolute: bool = False
     scale_embeddings: bool = False
+    rotates_input: bool = False
     max_length: Callable[[Any], int | None] = _none
     # trained and measured in chapter 9's presets by default
     studied: bool = True
@@ -141,6 +145,11 @@ class ModelScheme:
         if self.absolute and self.enters != "embeddings":
             raise ValueError(
                 f"scheme {self.name!r}: an absolute table enters at the embeddings"
+            )
+        if self.rotates_input and not self.absolute:
+            raise ValueError(
+                f"scheme {self.name!r}: rotates_input marks an absolute scheme "
+                "(absolute=True) whose shared module rotates the embeddings"
             )
         if not isinstance(self.options, tuple) or not all(
             isinstance(o, str) and o not in GENERAL_FIELDS for o in self.options
@@ -337,6 +346,22 @@ def _rotary(c, base: float, **options) -> RotaryEmbedding:
     )
 
 
+register_scheme(
+    ModelScheme(
+        "rope-input",
+        "embeddings",
+        9,
+        "rotary embedding applied once, to the token embeddings (the survey's "
+        "absolute RoPE)",
+        shared=lambda c: RotaryEmbedding(
+            c.d_model, base=c.rope_base, max_positions=c.max_positions
+        ),
+        options=("rope_base", "max_positions"),
+        absolute=True,
+        rotates_input=True,
+        studied=False,
+    )
+)
 register_scheme(
     ModelScheme(
         "p-rope",
