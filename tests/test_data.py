@@ -18,6 +18,7 @@ from pe_tutorial.lm.data import (
     plain_play,
     random_windows,
     segment_files,
+    segment_start_files,
     segment_starts,
     shakespeare_corpus,
     split_bytes,
@@ -53,6 +54,45 @@ def test_split_is_by_path_hash_and_disjoint(fake_stdlib):
     for i in range(40):
         name = ("pkg/" if i % 3 == 0 else "") + f"mod{i:02d}.py"
         assert (i in validation) == (zlib.crc32(name.encode()) % 100 < 30)
+
+
+def test_a_test_split_takes_its_files_from_train_and_leaves_validation_alone(
+    fake_stdlib,
+):
+    """Chapter 9's held-out split: crc32 % 100 in [30, 55) with 30% validating and
+    25% held out; validation is the same files with or without it."""
+    plain = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    held = stdlib_corpus(root=fake_stdlib, validation_percent=30, test_percent=25)
+    assert plain.test is None and held.test is not None
+    assert torch.equal(plain.validation, held.validation)
+    train, validation, test = (
+        modules_in(side) for side in (held.train, held.validation, held.test)
+    )
+    assert test and train.isdisjoint(test) and validation.isdisjoint(test)
+    assert train | validation | test == set(range(40))
+    for i in range(40):
+        name = ("pkg/" if i % 3 == 0 else "") + f"mod{i:02d}.py"
+        assert (i in test) == (30 <= zlib.crc32(name.encode()) % 100 < 55), name
+    assert modules_in(plain.train) == train | test
+    assert held.describe()["test_bytes"] == held.test.numel()
+    assert "25% held out to test" in held.source
+    assert [n for n, _ in held.test_files] and held.side("test")[0] is held.test
+    with pytest.raises(ValueError, match="test_percent must be between 0 and 69"):
+        stdlib_corpus(root=fake_stdlib, validation_percent=30, test_percent=70)
+
+
+def test_each_scored_segment_is_named_by_the_file_it_starts_in(fake_stdlib):
+    corpus = stdlib_corpus(root=fake_stdlib, validation_percent=30)
+    starts = segment_starts(corpus.validation.numel(), 4, 8)
+    names = segment_start_files(corpus, 4, 8)
+    assert len(names) == 4
+    for start, name in zip(starts.tolist(), names):
+        # the file holding the segment's first byte, found by hand
+        holders = [
+            n for n, offset in corpus.validation_files if offset <= start
+        ]
+        assert name == holders[-1]
+        assert name in corpus.files_between("validation", start, start + 1)
 
 
 def test_split_is_deterministic(fake_stdlib):

@@ -467,6 +467,12 @@ def _refused(
             "tuned.t5={learning_rate = -1.0}",
             "tuned.t5: learning_rate must be a positive finite number",
         ),
+        ('scored_split="tests"', "scored_split: 'tests'; give \"validation\" or"),
+        (
+            'scored_split="test"',
+            'scored_split: "test" needs a test split; set test_bytes',
+        ),
+        ("test_bytes=-1", "test_bytes: -1; give 0 (no test split) or more"),
         ("noequals", "--set noequals: expected KEY=VALUE"),
         ("name=", "--set: give a value after the ="),
     ],

@@ -85,7 +85,9 @@ def test_records_of_other_budgets_or_the_same_setting_twice_are_refused():
         sweep_points()
 
 
-@pytest.mark.parametrize("name", ["tuning", "tuning-position", "tuning-edge"])
+@pytest.mark.parametrize(
+    "name", ["tuning", "tuning-position", "tuning-edge", "tuning-below"]
+)
 def test_the_tuning_records_are_of_their_presets_as_they_stand(name):
     """Chapter 9 chooses every scheme's rates from these records: a sweep changed
     since its recording must be recorded again."""
@@ -102,7 +104,7 @@ def test_the_tuning_records_are_of_their_presets_as_they_stand(name):
     assert settings["sweep"] == {path: list(values) for path, values in preset.sweep}
     points = sweep_points(record)
     trained = {(p.scheme, p.learning_rate, p.position_lr_multiplier) for p in points}
-    rates = dict(preset.sweep)["train.learning_rate"]
+    rates = dict(preset.sweep).get("train.learning_rate", (preset.train.learning_rate,))
     multipliers = dict(preset.sweep).get("train.position_lr_multiplier", (1.0,))
     assert trained == {
         (s, r, m) for s in preset.schemes for r in rates for m in multipliers
@@ -124,3 +126,21 @@ def test_the_tuned_preset_trains_each_scheme_at_its_sweeps_best():
     preset = PRESETS["tuned"]
     assert {s: dict(fields) for s, fields in preset.tuned} == chosen
     assert set(preset.schemes) <= set(chosen)
+
+
+@pytest.mark.parametrize("name", ["heldout", "heldout-long"])
+def test_the_held_out_presets_train_at_the_four_sweeps_best(name):
+    """Chapter 9's fourth edition ranks at the settings all four sweeps chose (the
+    grid below 1 times the rate included); RoPE at the input takes RoPE's."""
+    from pe_tutorial.experiments import PRESETS, load_results
+
+    sweeps = ("tuning", "tuning-position", "tuning-edge", "tuning-below")
+    records = [load_results(sweep) for sweep in sweeps]
+    assert all(records), "record the tuning sweeps first (README: --preset tuning)"
+    chosen = tuned_table(best_training(sweep_points(*records)))
+    chosen["rope-input"] = chosen["rope"]
+    preset = PRESETS[name]
+    tuned = {s: dict(fields) for s, fields in preset.tuned}
+    assert {s: tuned[s] for s in preset.schemes} == {
+        s: chosen[s] for s in preset.schemes
+    }

@@ -43,18 +43,22 @@ def sweep_points(*records: dict) -> list[SweepPoint]:
     field other than the position parameters' rate. Its score is the seeds'
     mean at the run's training length L. Records of different training
     (another L, model or step count) cannot be pooled: a ``ValueError`` says so.
+    The models are compared on the fields both records hold: a field only the
+    later record names was added to ``ModelConfig`` after the earlier was made,
+    and switches something the earlier code did not have.
     """
     if not records:
         raise ValueError("give the tuning records (load_results('tuning'), ...)")
     points = []
     reference = None
+    common = set.intersection(*(set(r["settings"]["model"]) for r in records))
     for record in records:
         settings = record["settings"]
         shape = (
             settings["train"]["seq_len"],
             settings["train"]["steps"],
             settings["train"]["batch_size"],
-            tuple(sorted(settings["model"].items())),
+            tuple(sorted((k, settings["model"][k]) for k in common)),
         )
         if reference is not None and shape != reference:
             raise ValueError(

@@ -1,0 +1,124 @@
+"""Verdicts on recorded runs: ``verdicts.paired_verdict`` fed from a results dict (chapter 9).
+
+A record of ``pe_tutorial.experiments`` keeps, for every language model and
+seed, the bits per byte of each scored segment at each length
+(``segment_bpb``), and (since the fourth edition) the file each scored segment
+starts in (``metadata.corpora[corpus].segment_files``). The functions here
+take the entries a chapter names and return a ``Verdict``:
+
+- ``run_verdict(results, a, b, length)``: model ``a`` minus model ``b`` at a
+  length, paired by seed (the two trained on the same batches) and segment
+  (the same bytes), resampling seeds x files where the record names the
+  files, seeds only where it does not (the method says which);
+- ``length_verdict(results, entry, start, stop)``: one model read at two
+  lengths, ``stop`` minus ``start``, paired the same way;
+- ``gain_verdict(results, entry, length)``: a per-segment effect against 0,
+  such as ``context_gain`` (the loss past L minus the same bytes' in an L
+  window);
+- ``scalar_verdict(a, b)``: two per-seed numbers (a passkey accuracy, a
+  train-split gap), paired by seed.
+
+A chapter then passes the verdicts it states together to
+``verdicts.verdict_family`` under a name it prints, so each is corrected for
+the others (Holm).
+"""
+
+from __future__ import annotations
+
+from .verdicts import Verdict, paired_verdict
+
+__all__ = [
+    "scored_files",
+    "seed_segments",
+    "run_verdict",
+    "length_verdict",
+    "gain_verdict",
+    "scalar_verdict",
+]
+
+
+def scored_files(results: dict, corpus: str = "stdlib") -> list[str] | None:
+    """The file each scored segment of ``corpus`` starts in, in order; None for a
+    record made before files were recorded (its verdicts resample seeds only)."""
+    described = results.get("metadata", {}).get("corpora", {}).get(corpus, {})
+    files = described.get("segment_files")
+    return list(files) if files else None
+
+
+def seed_segments(
+    entry: dict, length: int, key: str = "segment_bpb"
+) -> dict[int, list[float]]:
+    """``{seed: [one value per scored segment]}`` of an entry at ``length``.
+
+    ``key`` is ``"segment_bpb"`` or ``"context_gain"``. A run that keeps no such
+    values, or a length it could not read, is a ``ValueError`` that says which.
+    """
+    found = {}
+    for run in entry["runs"]:
+        by_length = run.get(key)
+        if by_length is None:
+            raise ValueError(
+                f"seed {run['seed']} keeps no {key!r} (recorded before per-segment "
+                "values were); record the experiment again"
+            )
+        values = by_length.get(str(length))
+        if values is None:
+            raise ValueError(
+                f"seed {run['seed']} has no {key!r} at length {length}; it has "
+                f"{sorted((k for k, v in by_length.items() if v is not None), key=int)}"
+            )
+        found[run["seed"]] = values
+    return found
+
+
+def _corpus(entry: dict) -> str:
+    return entry.get("corpus") or "stdlib"
+
+
+def run_verdict(
+    results: dict,
+    a: dict,
+    b: dict,
+    length: int,
+    *,
+    label: str,
+    length_b: int | None = None,
+    key: str = "segment_bpb",
+) -> Verdict:
+    """``a - b`` at ``length`` (``b`` at ``length_b`` if given): paired by seed and
+    segment, seeds x files resampled where the record names the files."""
+    if _corpus(a) != _corpus(b):
+        raise ValueError(
+            f"{label}: a reads {_corpus(a)!r} and b {_corpus(b)!r}; segments of two "
+            "corpora cannot be paired"
+        )
+    return paired_verdict(
+        seed_segments(a, length, key),
+        seed_segments(b, length if length_b is None else length_b, key),
+        label=label,
+        files=scored_files(results, _corpus(a)),
+    )
+
+
+def length_verdict(
+    results: dict, entry: dict, start: int, stop: int, *, label: str
+) -> Verdict:
+    """How one model's bits per byte move from ``start`` to ``stop`` (stop minus
+    start): the same seeds, the same segments, read at two lengths."""
+    return run_verdict(results, entry, entry, stop, length_b=start, label=label)
+
+
+def gain_verdict(
+    results: dict, entry: dict, length: int, *, label: str, key: str = "context_gain"
+) -> Verdict:
+    """A per-segment effect of one model (``context_gain`` at ``length``) against 0."""
+    values = seed_segments(entry, length, key)
+    zeros = {seed: [0.0] * len(row) for seed, row in values.items()}
+    return paired_verdict(
+        values, zeros, label=label, files=scored_files(results, _corpus(entry))
+    )
+
+
+def scalar_verdict(a: dict, b: dict, *, label: str) -> Verdict:
+    """Two per-seed numbers ``{seed: value}``, ``a - b`` paired by seed (paired t)."""
+    return paired_verdict(a, b, label=label)

@@ -1,0 +1,114 @@
+"""Verdicts read from a record (``lm.run_verdicts``): the record's values go to
+``paired_verdict`` by seed and segment, with the files the record names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pe_tutorial.lm.run_verdicts import (
+    gain_verdict,
+    length_verdict,
+    run_verdict,
+    scalar_verdict,
+    scored_files,
+    seed_segments,
+)
+from pe_tutorial.lm.verdicts import paired_verdict
+
+FILES = ["a.py", "a.py", "b.py", "c.py", "c.py", "c.py"]
+
+
+def _entry(scheme, offset, seeds=(10, 11, 12), corpus="stdlib"):
+    rng = np.random.default_rng(len(scheme))
+    runs = []
+    for seed in seeds:
+        noise = rng.normal(0, 0.05, len(FILES))
+        at = {
+            "128": list(2.0 + offset + noise + 0.01 * seed),
+            "256": list(2.2 + offset + noise + 0.01 * seed),
+        }
+        runs.append(
+            {
+                "seed": seed,
+                "segment_bpb": at,
+                "context_gain": {"256": list(0.1 + noise)},
+            }
+        )
+    return {"scheme": scheme, "corpus": corpus, "runs": runs}
+
+
+def _results(files=FILES):
+    corpora = {"stdlib": {"source": "x"}}
+    if files is not None:
+        corpora["stdlib"]["segment_files"] = files
+    return {"metadata": {"corpora": corpora}}
+
+
+def test_a_run_verdict_is_the_paired_verdict_of_the_recorded_segments():
+    a, b = _entry("rope", 0.1), _entry("t5", 0.0)
+    verdict = run_verdict(_results(), a, b, 128, label="rope - t5")
+    by_hand = paired_verdict(
+        {r["seed"]: r["segment_bpb"]["128"] for r in a["runs"]},
+        {r["seed"]: r["segment_bpb"]["128"] for r in b["runs"]},
+        label="rope - t5",
+        files=FILES,
+    )
+    assert verdict == by_hand
+    assert verdict.files == 3 and "resampled by file (3 files)" in verdict.words
+    assert verdict.difference == pytest.approx(
+        np.mean(a["runs"][0]["segment_bpb"]["128"])
+        - np.mean(b["runs"][0]["segment_bpb"]["128"]),
+        abs=0.05,
+    )
+
+
+def test_a_record_without_files_resamples_seeds_only_and_says_so():
+    verdict = run_verdict(
+        _results(None), _entry("rope", 0.1), _entry("t5", 0.0), 128, label="d"
+    )
+    assert scored_files(_results(None)) is None
+    assert verdict.files is None and "resampled" not in verdict.method
+
+
+def test_one_model_at_two_lengths_and_a_gain_against_zero():
+    rope = _entry("rope", 0.0)
+    rise = length_verdict(_results(), rope, 128, 256, label="rise")
+    assert rise.difference == pytest.approx(0.2)
+    assert rise.real
+    gain = gain_verdict(_results(), rope, 256, label="gain")
+    assert gain.difference == pytest.approx(
+        np.mean([r["context_gain"]["256"] for r in rope["runs"]])
+    )
+
+
+def test_unpairable_entries_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="segments of two corpora cannot be paired"):
+        run_verdict(
+            _results(),
+            _entry("rope", 0.0),
+            _entry("t5", 0.0, corpus="shakespeare"),
+            128,
+            label="d",
+        )
+    with pytest.raises(ValueError, match="seeds \\[12\\] are on one side only"):
+        run_verdict(
+            _results(),
+            _entry("rope", 0.0),
+            _entry("t5", 0.0, seeds=(10, 11)),
+            128,
+            label="d",
+        )
+    with pytest.raises(ValueError, match="no 'segment_bpb' at length 512"):
+        seed_segments(_entry("rope", 0.0), 512)
+    old = _entry("rope", 0.0)
+    del old["runs"][0]["segment_bpb"]
+    with pytest.raises(ValueError, match="record the experiment again"):
+        seed_segments(old, 128)
+
+
+def test_per_seed_numbers_are_the_paired_t_test():
+    verdict = scalar_verdict({1: 0.9, 2: 0.8, 3: 0.95}, {1: 0.5, 2: 0.45, 3: 0.6},
+                             label="accuracy")
+    assert verdict.difference == pytest.approx(0.3667, abs=1e-3)
+    assert verdict.files is None and verdict.n == 3
