@@ -10,7 +10,9 @@ from pe_tutorial.lm.run_verdicts import (
     gain_verdict,
     length_verdict,
     run_verdict,
+    entry_verdict,
     scalar_verdict,
+    seed_values,
     scored_files,
     seed_segments,
 )
@@ -32,6 +34,7 @@ def _entry(scheme, offset, seeds=(10, 11, 12), corpus="stdlib"):
             {
                 "seed": seed,
                 "segment_bpb": at,
+                "bpb": {k: float(np.mean(v)) for k, v in at.items()},
                 "context_gain": {"256": list(0.1 + noise)},
             }
         )
@@ -112,3 +115,22 @@ def test_per_seed_numbers_are_the_paired_t_test():
                              label="accuracy")
     assert verdict.difference == pytest.approx(0.3667, abs=1e-3)
     assert verdict.files is None and verdict.n == 3
+
+
+def test_an_entry_verdict_pairs_the_common_seeds_and_falls_back_to_per_seed():
+    a, b = _entry("rope", 0.1), _entry("t5", 0.0, seeds=(10, 11))
+    verdict = entry_verdict(_results(), a, b, 128, label="d")
+    assert verdict.n == 2 and verdict.files == 3
+    # no segments kept (an extension's runs): the per-seed values, paired
+    plain = {
+        "runs": [{"seed": s, "bpb": {"128": 2.0 + s / 100}} for s in (1, 2, 3)]
+    }
+    scaled = {
+        "runs": [{"seed": s, "bpb": {"128": 1.9 + s / 90}} for s in (1, 2, 3)]
+    }
+    verdict = entry_verdict(_results(), scaled, plain, 128, label="yarn - none")
+    assert verdict == scalar_verdict(
+        seed_values(scaled, 128), seed_values(plain, 128), label="yarn - none"
+    )
+    with pytest.raises(ValueError, match="no seed has a value on both sides"):
+        entry_verdict(_results(), a, _entry("t5", 0.0, seeds=(1,)), 128, label="x")

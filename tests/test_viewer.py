@@ -18,7 +18,7 @@ from pe_tutorial.experiments import (
 )
 from pe_tutorial.experiments.runner import Runner
 from pe_tutorial.experiments.units import LANGUAGE_MODEL
-from pe_tutorial.lm.findings import ONE_SEED
+from pe_tutorial.lm.run_verdicts import entry_verdict
 from pe_tutorial.lm.train import TrainConfig
 
 # a run of every section in seconds: two seeds, so verdicts weigh a spread
@@ -123,9 +123,16 @@ def test_show_prints_every_section_with_its_numbers_and_verdicts(tiny, capsys):
         assert f"{stats['mean']:.3f} ± {stats['std']:.3f}" in row
     assert row.split()[-1] == "2"
     assert line_of(out, "learned  ").count("n/a") == 1  # past its table
-    # verdicts against the spread, each with the seeds behind it
+    # verdicts paired by seed, resampled by file, in named Holm families
     assert "-- At L = 16, best to worst; each gap to the next --" in out
-    assert out.count("[n = 2]") >= 10 and out.count("[n = ") == out.count("[n = 2]")
+    verdicts = [line for line in out.splitlines() if "p_Holm = " in line]
+    assert len(verdicts) >= 10
+    assert all(" n = 2" in line for line in verdicts)
+    # segments are resampled by the files the record names (per-seed numbers,
+    # such as the train gap, by seed alone)
+    ranking = out[out.index("-- At L = 16") : out.index("-- Validation minus")]
+    assert ranking.count(" files, p_Holm") == ranking.count("p_Holm") > 0
+    assert "(family 'each scheme to the next at 16': " in out
     assert "(cannot read 32: learned)" in out
     assert "alibi (post-norm)" in line_of(out, "  alibi (post-norm)  ")
     # the learning curves: the seeds' mean after each step read
@@ -205,7 +212,7 @@ def test_a_run_file_being_written_shows_what_has_finished(tiny, tmp_path, capsys
     rope = next(e for e in tiny[0]["language_model"] if e["scheme"] == "rope")
     row = line_of(out, "rope  ")
     assert f"{rope['runs'][0]['bpb']['16']:.3f}" in row and row.split()[-1] == "1"
-    assert ONE_SEED in out and "[n = 1]" in out and "[n = 2]" not in out
+    assert "(n = 1): one seed: no verdict" in out and " n = 2" not in out
     assert TITLES["passkey"] not in out
     # a run file of an older layout (units only, no header) is read too
     path.write_text(json.dumps({"units": done}))
@@ -232,10 +239,19 @@ def test_show_reads_the_shipped_standard_record(tmp_path, capsys):
     row = line_of(out, "rope  ")
     for stats in rope["summary"].values():
         assert f"{stats['mean']:.3f} ± {stats['std']:.3f}" in row
-    assert (
-        "  shaw       < rope       by +0.009 (spread 0.015: within noise) [n = 3]"
-        in out
+    # the shipped record names no files: paired by seed only, and said so
+    shaw = next(
+        e
+        for e in record["language_model"]
+        if (e["scheme"], e["norm"], e["corpus"]) == ("shaw", "pre", "stdlib")
+        and not e["changes"]
     )
+    verdict = entry_verdict(record, rope, shaw, 128, label="rope - shaw")
+    assert verdict.files is None
+    assert (
+        f"  rope - shaw        {verdict.difference:+.3f} [{verdict.low:+.3f}, "
+        f"{verdict.high:+.3f}] n = 3, p_Holm = "
+    ) in out
     assert "not recorded (this record predates learning curves)" in out
     for section, title in TITLES.items():
         assert title in out, section

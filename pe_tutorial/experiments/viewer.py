@@ -2,9 +2,10 @@
 
 It prints the tables chapter 9 prints from a record of ``run_experiments``
 (``--json`` or ``--record``): every section's means and spreads by length
-with the seeds behind them (``n``), and the verdicts of ``lm.findings``
-(each gap weighed against the seeds' spread, with its ``n``; one seed gives
-no verdict). With ``--figures DIR`` it also writes the chapter's figures as
+with the seeds behind them (``n``), and the verdicts of ``lm.run_verdicts``
+(each difference paired by seed, resampled by seed and file where the record
+names the files, and corrected with Holm's rule within the family of claims
+it prints, the family named above it; one seed gives no verdict). With ``--figures DIR`` it also writes the chapter's figures as
 PNG files (``pages.plots``), the learning curves among them.
 
 ``FILE`` may be a run file that is still being written (``PATH.partial``,
@@ -23,7 +24,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..lm.findings import Gap, compare, mean_at, paired_change, train_gap
+from ..lm.findings import mean_at
+from ..lm.run_verdicts import entry_verdict, length_verdict, scalar_verdict
+from ..lm.verdicts import Verdict, verdict_family
 from .results import SECTIONS, format_rows, summarise
 from .run_files import (
     ViewError,
@@ -73,8 +76,27 @@ def _table(results: dict, section: str, entries: list[dict] | None = None) -> st
     return "\n".join(lines)
 
 
-def _gap(gap: Gap) -> str:
-    return f"{gap} [n = {gap.n}]"
+def _family(name: str, claims: list[tuple[str, Verdict]]) -> list[str]:
+    """The lines of one family of claims: its name and size, then each claim
+    (``(row label, verdict)``) with its Holm-adjusted verdict."""
+    if not claims:
+        return []
+    verdicts = verdict_family(name, [v for _, v in claims])
+    lines = [f"  (family '{name}': {len(verdicts)} claims, Holm-corrected)"]
+    width = max(len(label) for label, _ in claims)
+    for (label, _), verdict in zip(claims, verdicts):
+        lines.append(f"  {label:{width}}  {_words(verdict)}")
+    return lines
+
+
+def _words(v: Verdict) -> str:
+    if v.n < 2:
+        return f"{v.difference:+.3f} (n = {v.n}): {v.conclusion}"
+    return (
+        f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}] n = {v.n}"
+        f"{f', {v.files} files' if v.files else ''}, p_Holm = {v.p_adjusted:.2g}: "
+        f"{v.conclusion}"
+    )
 
 
 def _header(results: dict, note: str | None, path: str) -> list[str]:
@@ -102,25 +124,34 @@ def _header(results: dict, note: str | None, path: str) -> list[str]:
         tuned = ", ".join(f"{name} {value:g}" for name, value in fields.items())
         lines.append(f"  {scheme} trains with {tuned} (tuned)")
     lines.append(
-        "A verdict weighs a difference against the seeds' spread (std_a + std_b, "
-        "or the std of per-seed differences): 'beyond the seeds' spread' when it "
-        "is larger, 'within noise' otherwise; n is the seeds behind it, and one "
-        "seed gives no verdict."
+        "A verdict is a difference paired by seed (the two models trained on the "
+        "same batches) with its 95% interval: the paired t-test over the n seeds, "
+        "and where the record names each scored segment's file, a bootstrap over "
+        "seeds x files as well (both must exclude 0; the wider interval shown). "
+        "Each printed family of claims is corrected with Holm's rule: 'a real "
+        "difference' when the adjusted p is below 0.05. One seed gives no verdict."
     )
     return lines
 
 
-def _ranking(entries: dict[str, dict], length: int) -> list[str]:
+def _ranking(
+    results: dict, entries: dict[str, dict], length: int, where: str
+) -> list[str]:
     kept = [s for s, e in entries.items() if readable(e, length)]
     order = sorted(kept, key=lambda s: mean_at(entries[s], length))
-    width = max((len(s) for s in order), default=0)
-    lines = []
-    for better, worse in zip(order, order[1:]):
-        gap = compare(entries[worse], entries[better], length)
-        lines.append(f"  {better:{width}} < {worse:{width}} by {_gap(gap)}")
     if len(order) == 1:
-        lines.append(f"  {order[0]} (alone)")
-    return lines
+        return [f"  {order[0]} (alone)"]
+    claims = [
+        (
+            f"{worse} - {better}",
+            entry_verdict(
+                results, entries[worse], entries[better], length,
+                label=f"{worse} - {better}",
+            ),
+        )
+        for better, worse in zip(order, order[1:])
+    ]
+    return _family(f"each scheme to the next at {length}{where}", claims)
 
 
 def _language_model(results: dict) -> list[str]:
@@ -134,22 +165,27 @@ def _language_model(results: dict) -> list[str]:
             continue
         where = "" if corpus == own_corpus(results) else f", {corpus}"
         out += ["", f"-- At L = {L}{where}, best to worst; each gap to the next --"]
-        out += _ranking(plain, L)
+        out += _ranking(results, plain, L, where)
         out += [
             "",
             f"-- Validation minus training split at L{where} (the train gap) --",
         ]
         width = max(len(s) for s in plain) + 2
-        out.append(f"  {'scheme':{width}}{'validation':>11}{'train':>8}  gap")
+        out.append(f"  {'scheme':{width}}{'scored':>8}{'train':>8}")
+        claims = []
         for scheme, e in plain.items():
             if any("train_split_bpb" not in run for run in e["runs"]):
                 continue
-            gap = train_gap(e, L)
-            valid = mean_at(e, L)
+            scored = {r["seed"]: r["bpb"][str(L)] for r in e["runs"]}
+            train = {r["seed"]: r["train_split_bpb"] for r in e["runs"]}
             out.append(
-                f"  {scheme:{width}}{valid:11.3f}{valid - gap.difference:8.3f}  "
-                f"{_gap(gap)}"
+                f"  {scheme:{width}}{sum(scored.values()) / len(scored):8.3f}"
+                f"{sum(train.values()) / len(train):8.3f}"
             )
+            claims.append(
+                (scheme, scalar_verdict(scored, train, label=f"{scheme} gap"))
+            )
+        out += _family(f"train gap at L{where}", claims)
         longest = max(int(n) for n in next(iter(plain.values()))["summary"])
         if longest > L:
             out += [
@@ -158,12 +194,12 @@ def _language_model(results: dict) -> list[str]:
             ]
             rises = {}
             for scheme, e in plain.items():
-                try:
-                    rises[scheme] = paired_change(e, L, longest)
-                except ValueError:  # a length it cannot read
-                    continue
-            for scheme, rise in sorted(rises.items(), key=lambda kv: kv[1].difference):
-                out.append(f"  {scheme:{width}}{_gap(rise)}")
+                if readable(e, longest) and readable(e, L):
+                    rises[scheme] = length_verdict(
+                        results, e, L, longest, label=f"{scheme} rise"
+                    )
+            ordered = sorted(rises.items(), key=lambda kv: kv[1].difference)
+            out += _family(f"rise from L to {longest // L}L{where}", ordered)
             unread = [s for s in plain if s not in rises]
             if unread:
                 out.append(f"  (cannot read {longest}: {', '.join(unread)})")
@@ -176,12 +212,15 @@ def _language_model(results: dict) -> list[str]:
     if others:
         out += ["", f"-- Each variant against its scheme's plain variant at L = {L} --"]
         names = summarise(results, "language_model", others)
-        width = max(len(row["variant"]) for row in names) + 2
+        claims = []
         for row, e in zip(names, others):
             plain = plain_entries(results, entry_corpus(e))[e["scheme"]]
             if readable(e, L) and readable(plain, L):
-                gap = compare(e, plain, L)
-                out.append(f"  {row['variant']:{width}}{_gap(gap)}")
+                label = row["variant"]
+                claims.append(
+                    (label, entry_verdict(results, e, plain, L, label=label))
+                )
+        out += _family(f"variants against their plain scheme at L = {L}", claims)
     return out
 
 
@@ -211,17 +250,18 @@ def _extensions(results: dict, section: str, length: int) -> list[str]:
     by_stage: dict[str, dict[str, dict]] = {}
     for e in results[section]:
         by_stage.setdefault(e["stage"], {})[e["method"]] = e
-    lines = []
-    names = [f"{e['method']} ({e['stage']})" for e in results[section]]
-    width = max(len(name) for name in names)
+    claims = []
     for stage, methods in by_stage.items():
         plain = methods.get("none")
         if plain is None or str(length) not in plain["summary"]:
             continue
         for method, e in methods.items():
             if method != "none" and readable(e, length) and readable(plain, length):
-                gap = compare(e, plain, length)
-                lines.append(f"  {f'{method} ({stage})':{width}}  {_gap(gap)}")
+                label = f"{method} ({stage})"
+                claims.append(
+                    (label, entry_verdict(results, e, plain, length, label=label))
+                )
+    lines = _family(f"{section} scalings against none at {length}", claims)
     if lines:
         lines.insert(
             0, f"-- Each scaling minus plain RoPE ('none') at {length}, same stage --"

@@ -16,7 +16,11 @@ take the entries a chapter names and return a ``Verdict``:
   such as ``context_gain`` (the loss past L minus the same bytes' in an L
   window);
 - ``scalar_verdict(a, b)``: two per-seed numbers (a passkey accuracy, a
-  train-split gap), paired by seed.
+  train-split gap), paired by seed;
+- ``entry_verdict(results, a, b, length)``: the best a record allows, for any
+  section: per segment and file where both entries keep segments, else per
+  seed (``bpb`` or ``accuracy`` by length), on the seeds both have (a run
+  still going may have more seeds of one than of the other).
 
 A chapter then passes the verdicts it states together to
 ``verdicts.verdict_family`` under a name it prints, so each is corrected for
@@ -34,6 +38,8 @@ __all__ = [
     "length_verdict",
     "gain_verdict",
     "scalar_verdict",
+    "entry_verdict",
+    "seed_values",
 ]
 
 
@@ -104,8 +110,9 @@ def length_verdict(
     results: dict, entry: dict, start: int, stop: int, *, label: str
 ) -> Verdict:
     """How one model's bits per byte move from ``start`` to ``stop`` (stop minus
-    start): the same seeds, the same segments, read at two lengths."""
-    return run_verdict(results, entry, entry, stop, length_b=start, label=label)
+    start): the same seeds, the same segments, read at two lengths (per seed
+    where the record keeps no segments; ``entry_verdict``)."""
+    return entry_verdict(results, entry, entry, stop, length_b=start, label=label)
 
 
 def gain_verdict(
@@ -122,3 +129,50 @@ def gain_verdict(
 def scalar_verdict(a: dict, b: dict, *, label: str) -> Verdict:
     """Two per-seed numbers ``{seed: value}``, ``a - b`` paired by seed (paired t)."""
     return paired_verdict(a, b, label=label)
+
+
+def seed_values(entry: dict, length: int, key: str | None = None) -> dict[int, float]:
+    """``{seed: value}`` of an entry at ``length``: each run's ``key`` (``"bpb"``,
+    else ``"accuracy"``, whichever the runs hold) by length; a seed that could
+    not read the length is left out."""
+    found = {}
+    for run in entry["runs"]:
+        name = key or ("bpb" if "bpb" in run else "accuracy")
+        value = run[name].get(str(length))
+        if value is not None:
+            found[run["seed"]] = value
+    return found
+
+
+def _common_seeds(entry: dict, seeds: set) -> dict:
+    return {**entry, "runs": [r for r in entry["runs"] if r["seed"] in seeds]}
+
+
+def entry_verdict(
+    results: dict,
+    a: dict,
+    b: dict,
+    length: int,
+    *,
+    label: str,
+    length_b: int | None = None,
+) -> Verdict:
+    """``a - b`` at ``length`` (``b`` at ``length_b``) on the seeds both entries have:
+    ``run_verdict`` where both keep per-segment values there, else the paired
+    t-test of the per-seed values. Fewer than two common seeds give no verdict
+    (``Verdict.conclusion`` says so)."""
+    length_b = length if length_b is None else length_b
+    seeds = set(seed_values(a, length)) & set(seed_values(b, length_b))
+    if not seeds:
+        raise ValueError(f"{label}: no seed has a value on both sides")
+    a, b = _common_seeds(a, seeds), _common_seeds(b, seeds)
+    if _keeps_segments(a, length) and _keeps_segments(b, length_b):
+        return run_verdict(results, a, b, length, label=label, length_b=length_b)
+    return scalar_verdict(seed_values(a, length), seed_values(b, length_b), label=label)
+
+
+def _keeps_segments(entry: dict, length: int) -> bool:
+    return all(
+        (run.get("segment_bpb") or {}).get(str(length)) is not None
+        for run in entry["runs"]
+    )
