@@ -18,7 +18,7 @@ from pe_tutorial.experiments import (
 )
 from pe_tutorial.experiments.runner import Runner
 from pe_tutorial.experiments.units import LANGUAGE_MODEL
-from pe_tutorial.lm.run_verdicts import entry_verdict
+from pe_tutorial.lm.run_verdicts import entry_verdict, scored_files
 from pe_tutorial.lm.train import TrainConfig
 
 # a run of every section in seconds: two seeds, so verdicts weigh a spread
@@ -239,7 +239,7 @@ def test_show_reads_the_shipped_standard_record(tmp_path, capsys):
     row = line_of(out, "rope  ")
     for stats in rope["summary"].values():
         assert f"{stats['mean']:.3f} ± {stats['std']:.3f}" in row
-    # the shipped record names no files: paired by seed only, and said so
+    # it predates per-segment values: paired by seed only, and said so
     shaw = next(
         e
         for e in record["language_model"]
@@ -247,7 +247,7 @@ def test_show_reads_the_shipped_standard_record(tmp_path, capsys):
         and not e["changes"]
     )
     verdict = entry_verdict(record, rope, shaw, 128, label="rope - shaw")
-    assert verdict.files is None
+    assert verdict.files is None and scored_files(record)
     assert (
         f"  rope - shaw        {verdict.difference:+.3f} [{verdict.low:+.3f}, "
         f"{verdict.high:+.3f}] n = 3, p_Holm = "
@@ -286,3 +286,34 @@ def test_a_damaged_or_foreign_file_gets_one_line_and_status_2(
     status, out, err = show(capsys, path)
     assert status == 2 and out == ""
     assert err.count("\n") == 1 and says in err and str(path) in err
+
+
+def test_an_older_record_is_given_the_files_its_run_would_have_recorded(
+    tiny, tmp_path
+):
+    """tools/add_segment_files.py: the files added after the fact are those the
+    runner records, and a corpus read otherwise than the record's is refused."""
+    import copy
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import add_segment_files as tool
+
+    record = tiny[0]
+    assert record["metadata"]["corpora"]["stdlib"]["segment_files"]
+    older = copy.deepcopy(record)
+    for described in older["metadata"]["corpora"].values():
+        del described["segment_files"], described["scored_split"]
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps(older))
+    assert tool.main([str(path)]) == 0
+    given = json.loads(path.read_text())
+    assert given["metadata"]["corpora"] == record["metadata"]["corpora"]
+    assert given["metadata"]["segment_files_added"]["by"] == tool.TOOL
+    # a second pass changes nothing
+    assert tool.main([str(path)]) == 0 and json.loads(path.read_text()) == given
+    other = copy.deepcopy(older)
+    other["metadata"]["corpora"]["stdlib"]["source"] = "Python 3.99.0 standard library"
+    with pytest.raises(tool.CorpusChanged, match="the record read"):
+        tool.add_segment_files(other)
