@@ -162,6 +162,17 @@ from .lm.findings import (
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
+from .lm.run_verdicts import (
+    Family,
+    entry_verdict,
+    gain_verdict,
+    length_verdict,
+    phrase,
+    run_verdict,
+    scalar_verdict,
+    seed_segments,
+    seed_values,
+)
 from .lm.streaming import rolling_cache_losses
 from .lm.train import bits_per_byte, learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
@@ -303,6 +314,15 @@ __all__ = [
     "pages",
     "paired_change",
     "paired_verdict",
+    "Family",
+    "entry_verdict",
+    "gain_verdict",
+    "length_verdict",
+    "phrase",
+    "run_verdict",
+    "scalar_verdict",
+    "seed_segments",
+    "seed_values",
     "Pairing",
     "pairing_permutation",
     "passkey_grids",

@@ -134,3 +134,28 @@ def test_an_entry_verdict_pairs_the_common_seeds_and_falls_back_to_per_seed():
     )
     with pytest.raises(ValueError, match="no seed has a value on both sides"):
         entry_verdict(_results(), a, _entry("t5", 0.0, seeds=(1,)), 128, label="x")
+
+
+def test_a_family_corrects_its_claims_together_and_glues_each(monkeypatch):
+    from pe_tutorial.lm import run_verdicts
+
+    glued = {}
+    monkeypatch.setattr(run_verdicts, "glue", lambda k, v: glued.__setitem__(k, v))
+    rope, t5, cope = (_entry(s, o) for s, o in (("rope", 0.1), ("t5", 0.0), ("cope", 0.0)))
+    claims = run_verdicts.Family("the test's claims")
+    claims.add("rope_t5", run_verdict(_results(), rope, t5, 128, label="rope - t5"))
+    with pytest.raises(ValueError, match="before reading 'rope_t5'"):
+        claims["rope_t5"]
+    claims.add("t5_cope", run_verdict(_results(), t5, cope, 128, label="t5 - cope"))
+    with pytest.raises(ValueError, match="already holds 'rope_t5'"):
+        claims.add("rope_t5", claims._claims["rope_t5"])
+    claims.glue()
+    alone = claims._claims["rope_t5"]
+    assert claims["rope_t5"].p_adjusted >= alone.p and len(claims) == 2
+    assert claims["rope_t5"].family_size == 2
+    assert glued["rope_t5_gap"] == alone.difference
+    assert glued["rope_t5_verdict"].startswith(claims["rope_t5"].conclusion)
+    assert "3 seeds x 3 files" in glued["rope_t5_verdict"]
+    assert "among the 2 claims of 'the test's claims'" in glued["rope_t5_verdict"]
+    with pytest.raises(ValueError, match="is closed"):
+        claims.add("late", alone)

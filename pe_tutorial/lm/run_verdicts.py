@@ -22,16 +22,25 @@ take the entries a chapter names and return a ``Verdict``:
   seed (``bpb`` or ``accuracy`` by length), on the seeds both have (a run
   still going may have more seeds of one than of the other).
 
-A chapter then passes the verdicts it states together to
-``verdicts.verdict_family`` under a name it prints, so each is corrected for
-the others (Holm).
+A chapter then gathers the verdicts it states together in a ``Family``
+under a name it prints, so each is corrected for the others (Holm), and
+glues each claim's difference and verdict from it::
+
+    claims = Family("the patterns on text")
+    claims.add("fr_lg_rope", run_verdict(record, lg, rope, L, label="lg - rope"))
+    ...
+    claims.close()          # Holm across every claim added
+    claims["fr_lg_rope"].real
+    claims.glue()           # fr_lg_rope_gap, fr_lg_rope_verdict, ...
 """
 
 from __future__ import annotations
 
-from .verdicts import Verdict, paired_verdict
+from ..pages.glue import glue
+from .verdicts import Verdict, paired_verdict, verdict_family
 
 __all__ = [
+    "Family",
     "scored_files",
     "seed_segments",
     "run_verdict",
@@ -40,6 +49,7 @@ __all__ = [
     "scalar_verdict",
     "entry_verdict",
     "seed_values",
+    "phrase",
 ]
 
 
@@ -175,4 +185,80 @@ def _keeps_segments(entry: dict, length: int) -> bool:
     return all(
         (run.get("segment_bpb") or {}).get(str(length)) is not None
         for run in entry["runs"]
+    )
+
+
+class Family:
+    """The claims a chapter states together, corrected together (Holm).
+
+    ``add(key, verdict)`` each claim, ``close()`` once all are in; then
+    ``family[key]`` is the claim's adjusted ``Verdict``, and ``glue()`` glues,
+    for each key, ``KEY_gap`` (the difference), ``KEY_verdict`` (its conclusion
+    with interval, n, files and adjusted p, naming the family) and ``KEY_words``
+    (``Verdict.words``). Reading a claim before ``close`` is an error: its p is
+    not yet corrected for the claims added after it.
+    """
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"name the family (it is printed), got {name!r}")
+        self.name = name
+        self._claims: dict[str, Verdict] = {}
+        self._closed: dict[str, Verdict] | None = None
+
+    def add(self, key: str, verdict: Verdict) -> Verdict:
+        if self._closed is not None:
+            raise ValueError(
+                f"the family {self.name!r} is closed; add {key!r} before close()"
+            )
+        if key in self._claims:
+            raise ValueError(f"the family {self.name!r} already holds {key!r}")
+        if not isinstance(verdict, Verdict):
+            raise TypeError(f"add a Verdict, not {type(verdict).__name__}")
+        self._claims[key] = verdict
+        return verdict
+
+    def close(self) -> dict[str, Verdict]:
+        if self._closed is None:
+            adjusted = verdict_family(self.name, list(self._claims.values()))
+            self._closed = dict(zip(self._claims, adjusted, strict=True))
+        return self._closed
+
+    def __getitem__(self, key: str) -> Verdict:
+        if self._closed is None:
+            raise ValueError(
+                f"close() the family {self.name!r} before reading {key!r}: its "
+                "p-value is corrected for every claim of the family"
+            )
+        return self._closed[key]
+
+    def __len__(self) -> int:
+        return len(self._claims)
+
+    def glue(self) -> None:
+        for key, verdict in self.close().items():
+            glue(f"{key}_gap", verdict.difference)
+            glue(f"{key}_verdict", phrase(verdict))
+            glue(f"{key}_words", verdict.words)
+
+
+def phrase(verdict: Verdict) -> str:
+    """A verdict as a sentence's clause: the conclusion, then what it rests on.
+
+    ``not shown to differ (95% interval [-0.010, +0.030]; 3 seeds x 31 files;
+    Holm p = 0.41 among the 12 claims of 'the patterns on text')``.
+    """
+    if verdict.n < 2:
+        return verdict.conclusion
+    rests = f"{verdict.n} seeds" + (f" x {verdict.files} files" if verdict.files else "")
+    if verdict.p_adjusted is None:
+        p = f"p = {verdict.p:.2g}, uncorrected"
+    else:
+        p = (
+            f"Holm p = {verdict.p_adjusted:.2g} among the {verdict.family_size} "
+            f"claims of '{verdict.family}'"
+        )
+    return (
+        f"{verdict.conclusion} ({verdict.level * 100:g}% interval "
+        f"[{verdict.low:+.3f}, {verdict.high:+.3f}]; {rests}; {p})"
     )
