@@ -146,6 +146,7 @@ from .encodings.rope_scaling import (
 )
 from .encodings.rope_triton import triton_status
 from .encodings.xpos import apply_xpos, xpos_decay
+from .lm.compute import step_flops
 from .lm.data import random_windows, segment_files, stdlib_corpus
 from .lm.findings import (
     bootstrap_interval,
@@ -170,6 +171,7 @@ from .lm.run_verdicts import (
     phrase,
     run_verdict,
     scalar_verdict,
+    scored_files,
     seed_segments,
     seed_values,
 )
@@ -321,6 +323,7 @@ __all__ = [
     "phrase",
     "run_verdict",
     "scalar_verdict",
+    "scored_files",
     "seed_segments",
     "seed_values",
     "Pairing",
@@ -360,6 +363,7 @@ __all__ = [
     "SCHEMES",
     "score_error_profiles",
     "segment_files",
+    "step_flops",
     "segment_interval",
     "spread_rule_rates",
     "tuning",

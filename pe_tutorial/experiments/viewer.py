@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from ..lm.findings import mean_at
-from ..lm.run_verdicts import entry_verdict, length_verdict, scalar_verdict
+from ..lm.run_verdicts import brief, entry_verdict, length_verdict, scalar_verdict
 from ..lm.verdicts import Verdict, verdict_family
 from .results import SECTIONS, format_rows, summarise
 from .run_files import (
@@ -85,18 +85,8 @@ def _family(name: str, claims: list[tuple[str, Verdict]]) -> list[str]:
     lines = [f"  (family '{name}': {len(verdicts)} claims, Holm-corrected)"]
     width = max(len(label) for label, _ in claims)
     for (label, _), verdict in zip(claims, verdicts):
-        lines.append(f"  {label:{width}}  {_words(verdict)}")
+        lines.append(f"  {label:{width}}  {brief(verdict)}")
     return lines
-
-
-def _words(v: Verdict) -> str:
-    if v.n < 2:
-        return f"{v.difference:+.3f} (n = {v.n}): {v.conclusion}"
-    return (
-        f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}] n = {v.n}"
-        f"{f', {v.files} files' if v.files else ''}, p_Holm = {v.p_adjusted:.2g}: "
-        f"{v.conclusion}"
-    )
 
 
 def _header(results: dict, note: str | None, path: str) -> list[str]:

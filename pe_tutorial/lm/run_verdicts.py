@@ -50,6 +50,7 @@ __all__ = [
     "entry_verdict",
     "seed_values",
     "phrase",
+    "brief",
 ]
 
 
@@ -235,6 +236,15 @@ class Family:
     def __len__(self) -> int:
         return len(self._claims)
 
+    def table(self) -> str:
+        """The family as the page prints it: its name and size, then one line per
+        claim (key, difference, interval, n, files, adjusted p, conclusion)."""
+        closed = self.close()
+        width = max((len(key) for key in closed), default=0)
+        lines = [f"family '{self.name}': {len(closed)} claims, Holm-corrected"]
+        lines += [f"  {key:{width}}  {brief(v)}" for key, v in closed.items()]
+        return "\n".join(lines)
+
     def glue(self) -> None:
         for key, verdict in self.close().items():
             glue(f"{key}_gap", verdict.difference)
@@ -261,4 +271,19 @@ def phrase(verdict: Verdict) -> str:
     return (
         f"{verdict.conclusion} ({verdict.level * 100:g}% interval "
         f"[{verdict.low:+.3f}, {verdict.high:+.3f}]; {rests}; {p})"
+    )
+
+
+def brief(verdict: Verdict) -> str:
+    """One table cell's worth: ``+0.045 [+0.028, +0.063] n = 3, 31 files,
+    p_Holm = 0.042: a real difference``."""
+    v = verdict
+    if v.n < 2:
+        return f"{v.difference:+.3f} (n = {v.n}): {v.conclusion}"
+    p = "p" if v.p_adjusted is None else "p_Holm"
+    value = v.p if v.p_adjusted is None else v.p_adjusted
+    files = f", {v.files} files" if v.files else ""
+    return (
+        f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}] n = {v.n}{files}, "
+        f"{p} = {value:.2g}: {v.conclusion}"
     )
