@@ -88,9 +88,7 @@ def test_each_scored_segment_is_named_by_the_file_it_starts_in(fake_stdlib):
     assert len(names) == 4
     for start, name in zip(starts.tolist(), names):
         # the file holding the segment's first byte, found by hand
-        holders = [
-            n for n, offset in corpus.validation_files if offset <= start
-        ]
+        holders = [n for n, offset in corpus.validation_files if offset <= start]
         assert name == holders[-1]
         assert name in corpus.files_between("validation", start, start + 1)
 

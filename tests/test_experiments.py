@@ -798,7 +798,9 @@ def _field_changes(preset: Preset):
         if name == "sweep":  # its values reach a unit as its variant's (a test below)
             sweep = (("train.warmup_steps", (2, 3)),)
             yield name, name, replace(preset, sweep=sweep)
-        elif name == "scored_split":  # the other split (the walked preset holds one out)
+        elif (
+            name == "scored_split"
+        ):  # the other split (the walked preset holds one out)
             other = "validation" if value == "test" else "test"
             yield name, name, replace(preset, scored_split=other)
         elif name == "model":

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 from pe_tutorial.lm.run_verdicts import (
+    entry_verdict,
     gain_verdict,
     length_verdict,
     run_verdict,
-    entry_verdict,
     scalar_verdict,
-    seed_values,
     scored_files,
     seed_segments,
+    seed_values,
 )
 from pe_tutorial.lm.verdicts import paired_verdict
 
@@ -111,8 +111,9 @@ def test_unpairable_entries_are_refused_with_the_reason():
 
 
 def test_per_seed_numbers_are_the_paired_t_test():
-    verdict = scalar_verdict({1: 0.9, 2: 0.8, 3: 0.95}, {1: 0.5, 2: 0.45, 3: 0.6},
-                             label="accuracy")
+    verdict = scalar_verdict(
+        {1: 0.9, 2: 0.8, 3: 0.95}, {1: 0.5, 2: 0.45, 3: 0.6}, label="accuracy"
+    )
     assert verdict.difference == pytest.approx(0.3667, abs=1e-3)
     assert verdict.files is None and verdict.n == 3
 
@@ -122,12 +123,8 @@ def test_an_entry_verdict_pairs_the_common_seeds_and_falls_back_to_per_seed():
     verdict = entry_verdict(_results(), a, b, 128, label="d")
     assert verdict.n == 2 and verdict.files == 3
     # no segments kept (an extension's runs): the per-seed values, paired
-    plain = {
-        "runs": [{"seed": s, "bpb": {"128": 2.0 + s / 100}} for s in (1, 2, 3)]
-    }
-    scaled = {
-        "runs": [{"seed": s, "bpb": {"128": 1.9 + s / 90}} for s in (1, 2, 3)]
-    }
+    plain = {"runs": [{"seed": s, "bpb": {"128": 2.0 + s / 100}} for s in (1, 2, 3)]}
+    scaled = {"runs": [{"seed": s, "bpb": {"128": 1.9 + s / 90}} for s in (1, 2, 3)]}
     verdict = entry_verdict(_results(), scaled, plain, 128, label="yarn - none")
     assert verdict == scalar_verdict(
         seed_values(scaled, 128), seed_values(plain, 128), label="yarn - none"
@@ -141,7 +138,9 @@ def test_a_family_corrects_its_claims_together_and_glues_each(monkeypatch):
 
     glued = {}
     monkeypatch.setattr(run_verdicts, "glue", lambda k, v: glued.__setitem__(k, v))
-    rope, t5, cope = (_entry(s, o) for s, o in (("rope", 0.1), ("t5", 0.0), ("cope", 0.0)))
+    rope, t5, cope = (
+        _entry(s, o) for s, o in (("rope", 0.1), ("t5", 0.0), ("cope", 0.0))
+    )
     claims = run_verdicts.Family("the test's claims")
     claims.add("rope_t5", run_verdict(_results(), rope, t5, 128, label="rope - t5"))
     with pytest.raises(ValueError, match="before reading 'rope_t5'"):

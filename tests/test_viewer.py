@@ -288,9 +288,7 @@ def test_a_damaged_or_foreign_file_gets_one_line_and_status_2(
     assert err.count("\n") == 1 and says in err and str(path) in err
 
 
-def test_an_older_record_is_given_the_files_its_run_would_have_recorded(
-    tiny, tmp_path
-):
+def test_an_older_record_is_given_the_files_its_run_would_have_recorded(tiny, tmp_path):
     """tools/add_segment_files.py: the files added after the fact are those the
     runner records, and a corpus read otherwise than the record's is refused."""
     import copy

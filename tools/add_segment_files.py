@@ -64,9 +64,7 @@ def add_segment_files(record: dict) -> list[str]:
         added.append(name)
     if added:
         meta["segment_files_added"] = {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                timespec="seconds"
-            ),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "by": TOOL,
             "python": platform.python_version(),
             "corpora": added,

@@ -23,8 +23,8 @@ from ..attention.layer_patterns import has_temperature, without_temperature
 from ..lm.data import (
     ByteCorpus,
     evaluation_segments,
-    segment_start_files,
     random_windows,
+    segment_start_files,
     shakespeare_corpus,
     stdlib_corpus,
     text_corpus,
@@ -233,7 +233,9 @@ class Runner:
                 **data.corpus.describe(),
                 "scored_split": side,
                 "segment_files": segment_start_files(
-                    data.corpus, self._preset.eval_windows, max(self._preset.lengths),
+                    data.corpus,
+                    self._preset.eval_windows,
+                    max(self._preset.lengths),
                     side=side,
                 ),
             }

@@ -5,8 +5,9 @@ It prints the tables chapter 9 prints from a record of ``run_experiments``
 with the seeds behind them (``n``), and the verdicts of ``lm.run_verdicts``
 (each difference paired by seed, resampled by seed and file where the record
 names the files, and corrected with Holm's rule within the family of claims
-it prints, the family named above it; one seed gives no verdict). With ``--figures DIR`` it also writes the chapter's figures as
-PNG files (``pages.plots``), the learning curves among them.
+it prints, the family named above it; one seed gives no verdict). With
+``--figures DIR`` it also writes the chapter's figures as PNG files
+(``pages.plots``), the learning curves among them.
 
 ``FILE`` may be a run file that is still being written (``PATH.partial``,
 ``record.RunFile``): the viewer assembles the units that have finished
@@ -135,7 +136,10 @@ def _ranking(
         (
             f"{worse} - {better}",
             entry_verdict(
-                results, entries[worse], entries[better], length,
+                results,
+                entries[worse],
+                entries[better],
+                length,
                 label=f"{worse} - {better}",
             ),
         )
@@ -207,9 +211,7 @@ def _language_model(results: dict) -> list[str]:
             plain = plain_entries(results, entry_corpus(e))[e["scheme"]]
             if readable(e, L) and readable(plain, L):
                 label = row["variant"]
-                claims.append(
-                    (label, entry_verdict(results, e, plain, L, label=label))
-                )
+                claims.append((label, entry_verdict(results, e, plain, L, label=label)))
         out += _family(f"variants against their plain scheme at L = {L}", claims)
     return out
 

@@ -5,8 +5,9 @@
   downloaded. Files are split into train and validation by a hash of their
   path relative to the library root, so the split is deterministic and no file
   is in both; ``test_percent`` holds out a third side, the *test* split,
-  files that no tuning decision reads (chapter 9's fourth edition). Each side reads its files in a seeded shuffled order (a hash of
-  seed and path, not the name), so a byte budget samples the whole library,
+  files that no tuning decision reads (chapter 9's fourth edition). Each side
+  reads its files in a seeded shuffled order (a hash of seed and path, not
+  the name), so a byte budget samples the whole library,
   and files the build generates (``GENERATED_FILES``: compiler-flag dicts,
   codec tables, the pydoc topic dump) are left out. (Different Python versions
   ship different files; the corpus records its version and sizes.)
@@ -116,9 +117,7 @@ class ByteCorpus:
                     "with test_percent > 0 (stdlib_corpus) for one"
                 )
             return self.test, self.test_files
-        raise ValueError(
-            f"side must be 'train', 'validation' or 'test', got {side!r}"
-        )
+        raise ValueError(f"side must be 'train', 'validation' or 'test', got {side!r}")
 
     def files_between(self, side: str, start: int, stop: int) -> list[str]:
         """The files whose bytes lie in ``[start, stop)`` of the ``side`` stream."""
@@ -269,7 +268,8 @@ def stdlib_corpus(
     A file goes to validation when ``crc32(relative path) % 100 <
     validation_percent``, and with ``test_percent`` > 0 to a held-out test
     split when it is at least that and below ``validation_percent +
-    test_percent`` (files taken from train only: validation keeps its files). Each side reads its files in the shuffled order of
+    test_percent`` (files taken from train only: validation keeps its files).
+    Each side reads its files in the shuffled order of
     ``stdlib_files(root, seed=seed)`` until it has its ``max_*_bytes`` (None:
     all of them), so a smaller budget reads a prefix of the same bytes and
     still samples the whole library.

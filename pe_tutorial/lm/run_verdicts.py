@@ -260,7 +260,9 @@ def phrase(verdict: Verdict) -> str:
     """
     if verdict.n < 2:
         return verdict.conclusion
-    rests = f"{verdict.n} seeds" + (f" x {verdict.files} files" if verdict.files else "")
+    rests = f"{verdict.n} seeds" + (
+        f" x {verdict.files} files" if verdict.files else ""
+    )
     if verdict.p_adjusted is None:
         p = f"p = {verdict.p:.2g}, uncorrected"
     else:
