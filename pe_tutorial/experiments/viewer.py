@@ -162,7 +162,8 @@ def _language_model(results: dict) -> list[str]:
         out += _ranking(results, plain, L, where)
         out += [
             "",
-            f"-- Validation minus training split at L{where} (the train gap) --",
+            f"-- {_scored_split(results, corpus).capitalize()} minus training split "
+            f"at L{where} (the train gap) --",
         ]
         width = max(len(s) for s in plain) + 2
         out.append(f"  {'scheme':{width}}{'scored':>8}{'train':>8}")
@@ -216,12 +217,19 @@ def _language_model(results: dict) -> list[str]:
     return out
 
 
+def _scored_split(results: dict, corpus: str) -> str:
+    """The split a record's scores of ``corpus`` read (validation unless it says)."""
+    corpora = (results.get("metadata") or {}).get("corpora") or {}
+    return corpora.get(corpus, {}).get("scored_split", "validation")
+
+
 def _curves(results: dict) -> list[str]:
     L = results["settings"]["train"]["seq_len"]
     with_curves = [e for e in results["language_model"] if e.get("curve")]
+    split = _scored_split(results, own_corpus(results))
     out = [
         "",
-        f"== Learning curves: validation bits per byte at L = {L} during training ==",
+        f"== Learning curves: {split} bits per byte at L = {L} during training ==",
     ]
     if not with_curves:
         return out + ["  not recorded (this record predates learning curves)"]

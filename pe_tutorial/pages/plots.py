@@ -31,6 +31,7 @@ SCHEME_COLOURS = {
     "shaw": "#d62728",
     "cope": "#9467bd",
     "deberta": "#17becf",
+    "rope-input": "#08306b",
     "p-rope": "#6baed6",
     "irope": "#bcbd22",
     "local-global": "#393b79",
