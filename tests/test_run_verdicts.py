@@ -154,7 +154,10 @@ def test_a_family_corrects_its_claims_together_and_glues_each(monkeypatch):
     assert claims["rope_t5"].family_size == 2
     assert glued["rope_t5_gap"] == alone.difference
     assert glued["rope_t5_verdict"].startswith(claims["rope_t5"].conclusion)
-    assert "3 seeds x 3 files" in glued["rope_t5_verdict"]
+    assert ", 3 seeds \u00d7 3 files, " in glued["rope_t5_verdict"]
+    table = claims.table()
+    assert table.startswith("family 'the test's claims': 2 claims, Holm-corrected")
+    assert "each 3 seeds \u00d7 3 files" in table and "rope_t5" in table
     assert "among the 2 claims of 'the test's claims'" in glued["rope_t5_verdict"]
     with pytest.raises(ValueError, match="is closed"):
         claims.add("late", alone)

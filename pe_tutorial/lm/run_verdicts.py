@@ -237,12 +237,26 @@ class Family:
         return len(self._claims)
 
     def table(self) -> str:
-        """The family as the page prints it: its name and size, then one line per
-        claim (key, difference, interval, n, files, adjusted p, conclusion)."""
+        """The family as the page prints it: a line naming it, its size, the
+        correction and what its claims rest on, then one short line per claim
+        (key, difference, interval, adjusted p, conclusion). Claims resting on
+        different seeds or files say so on their own line."""
         closed = self.close()
         width = max((len(key) for key in closed), default=0)
-        lines = [f"family '{self.name}': {len(closed)} claims, Holm-corrected"]
-        lines += [f"  {key:{width}}  {brief(v)}" for key, v in closed.items()]
+        rests = {_rests(v) for v in closed.values()}
+        shared = rests.pop() if len(rests) == 1 else None
+        head = f"family '{self.name}': {len(closed)} claims, Holm-corrected"
+        lines = [head + (f"; each {shared}" if shared else "")]
+        for key, v in closed.items():
+            if v.n < 2:
+                lines.append(f"  {key:{width}}  {v.difference:+.3f}  {v.conclusion}")
+                continue
+            own = "" if shared else f"  ({_rests(v)})"
+            lines.append(
+                f"  {key:{width}}  {v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
+                f"  p_Holm {v.p_adjusted:.2g}  "
+                f"{'real' if v.real else 'not shown'}{own}"
+            )
         return "\n".join(lines)
 
     def glue(self) -> None:
@@ -252,17 +266,20 @@ class Family:
             glue(f"{key}_words", verdict.words)
 
 
+def _rests(verdict: Verdict) -> str:
+    """What a verdict rests on: ``5 seeds x 27 files`` or ``3 seeds``."""
+    files = f" \u00d7 {verdict.files} files" if verdict.files else ""
+    return f"{verdict.n} seeds{files}"
+
+
 def phrase(verdict: Verdict) -> str:
     """A verdict as a sentence's clause: the conclusion, then what it rests on.
 
-    ``not shown to differ (95% interval [-0.010, +0.030]; 3 seeds x 31 files;
-    Holm p = 0.41 among the 12 claims of 'the patterns on text')``.
+    ``not shown to differ: 95% interval [-0.010, +0.030], 3 seeds x 31 files,
+    Holm p = 0.41 among the 12 claims of 'the patterns on text'``.
     """
     if verdict.n < 2:
         return verdict.conclusion
-    rests = f"{verdict.n} seeds" + (
-        f" x {verdict.files} files" if verdict.files else ""
-    )
     if verdict.p_adjusted is None:
         p = f"p = {verdict.p:.2g}, uncorrected"
     else:
@@ -271,8 +288,8 @@ def phrase(verdict: Verdict) -> str:
             f"claims of '{verdict.family}'"
         )
     return (
-        f"{verdict.conclusion} ({verdict.level * 100:g}% interval "
-        f"[{verdict.low:+.3f}, {verdict.high:+.3f}]; {rests}; {p})"
+        f"{verdict.conclusion}: {verdict.level * 100:g}% interval "
+        f"[{verdict.low:+.3f}, {verdict.high:+.3f}], {_rests(verdict)}, {p}"
     )
 
 
