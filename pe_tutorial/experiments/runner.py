@@ -100,6 +100,12 @@ def _test_split(preset, *, own: bool) -> dict:
     return {"test_percent": TEST_PERCENT, "max_test_bytes": preset.test_bytes}
 
 
+def _scored(preset, *, own: bool) -> str:
+    """The split a corpus's scores read: the preset's ``scored_split`` for its own
+    corpus, validation for any other."""
+    return preset.scored_split if own else "validation"
+
+
 def position_bin(seq_len: int) -> int:
     """The bin of the loss by position: 1/16 of the training length ``seq_len``."""
     return max(1, seq_len // 16)
@@ -195,7 +201,7 @@ class Runner:
                 max_validation_bytes=p.validation_bytes,
                 **_test_split(p, own=name == self._preset.corpus),
             )
-            scored = p.scored_split if name == self._preset.corpus else "validation"
+            scored = _scored(p, own=name == self._preset.corpus)
             try:
                 # the same number of training targets as scored ones: the gap
                 segments, train_segments = (
@@ -218,8 +224,7 @@ class Runner:
     def scored_split(self, name: str | None = None) -> str:
         """The split the scores of corpus ``name`` read: the preset's
         ``scored_split`` for its own corpus, validation for any other."""
-        own = self.corpus_name(name) == self._preset.corpus
-        return self._preset.scored_split if own else "validation"
+        return _scored(self._preset, own=self.corpus_name(name) == self._preset.corpus)
 
     def corpora(self) -> dict[str, dict]:
         """The description of each corpus read so far, by name: with the split its
