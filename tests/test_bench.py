@@ -456,6 +456,37 @@ def test_ratio_text_says_within_noise_where_the_rows_overlap():
     assert bench.ratio_text(b, a, digits=1) == "1.1 times (within noise)"
 
 
+def test_no_ratio_is_worded_from_a_row_the_table_marks_noisy():
+    """Chapter 10's rule: a starred row's median is not a finding, whether its
+    calls disagree (interquartile range) or its recording processes do."""
+    steady = make_timing([9.0, 10.0, 10.0, 10.0, 11.0])
+    calls = make_timing([5.0, 5.0, 10.0, 15.0, 15.0])
+    calls.name = "calls"
+    # calls agree within each process, but one process ran four times slower
+    runs = make_timing([1.0, 1.0, 1.0, 1.0, 1.0])
+    runs.name = "runs"
+    runs.process_medians_ms = [0.92, 0.94, 4.0]
+    assert runs.spread == 0.0 and runs.process_spread > bench.NOISY_SPREAD
+    assert calls.noisy and runs.noisy and not steady.noisy
+    for noisy in (calls, runs):
+        for a, b in ((noisy, steady), (steady, noisy)):
+            with pytest.raises(bench.NoisyRow, match=f"'{noisy.name}'.*quiet machine"):
+                bench.ratio_text(a, b)
+    assert issubclass(bench.NoisyRow, ValueError)
+    assert bench.noise_text(calls) == (
+        "its calls' interquartile range is 100% of its median"
+    )
+    assert bench.noise_text(runs) == (
+        "its calls' interquartile range is 0% of its median; "
+        "its 3 processes' medians 0.920-4.00 ms"
+    )
+    # the table stars the row whose processes disagree, as it does the other
+    steady.name = "steady"
+    lines = bench.format_table([steady, runs]).splitlines()
+    assert any(line.startswith("runs *") for line in lines)
+    assert not any(line.startswith("steady *") for line in lines)
+
+
 def test_a_table_too_wide_for_a_page_wraps_its_long_names():
     """Columns that would pass 88 characters wrap the long names under their row,
     indented, and keep every number in its column."""

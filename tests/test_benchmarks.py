@@ -489,6 +489,33 @@ def test_rope_targets_are_judged_from_the_measured_ratios():
     )
 
 
+def test_a_noisy_row_is_never_the_fastest_nor_judged_against_a_target():
+    from pe_tutorial.benchmarks.rope import check_targets, fastest_own, noisy_own
+
+    result = _rope_result(
+        [
+            ("fused, in place", 15.0, 10.0),
+            ("compiled, new outputs", 12.0, 10.0),
+            ("fused: q and k, cos/sin once", 36.0, 12.0),
+            ("transformers apply_rotary_pos_emb", 180.0, 12.0),
+        ]
+    )
+    fast = result.timing("compiled, new outputs")
+    fast.process_medians_ms = [8.0, 12.0, 20.0]  # its processes disagree
+    assert fastest_own(result).name == "fused, in place"
+    assert fastest_own(result, allocates=True).name == "fused: q and k, cos/sin once"
+    assert noisy_own(result, allocates=True) == [fast]
+    assert noisy_own(result, allocates=False) == []
+    lines = check_targets(result)
+    assert lines[0] == "fastest of the package's rows: fused, in place"
+    assert "fused: q and k, cos/sin once at least 8x faster" in lines[2]
+    for row in result.timings:
+        row.process_medians_ms = [8.0, 12.0, 20.0]
+    with pytest.raises(ValueError, match="marked noisy.*record the suite again"):
+        fastest_own(result)
+    assert check_targets(result)[0].startswith("no verdict on the targets: every row")
+
+
 def test_attention_bias_suite_compares_with_unbiased_sdpa():
     result = benchmarks.run(
         "attention_bias",

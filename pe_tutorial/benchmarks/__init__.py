@@ -55,7 +55,15 @@ from ._core import (
     show,
 )
 from .cli import main
-from .timing import PROBE_BYTES, ratio_text, tensors_written, within_noise
+from .timing import (
+    PROBE_BYTES,
+    NoisyRow,
+    check_quotable,
+    noise_text,
+    ratio_text,
+    tensors_written,
+    within_noise,
+)
 
 __all__ = [
     "SUITES",
@@ -73,6 +81,9 @@ __all__ = [
     "main",
     "ratio_text",
     "within_noise",
+    "NoisyRow",
+    "check_quotable",
+    "noise_text",
     "tensors_written",
     "PROBE_BYTES",
     "peak_memory",

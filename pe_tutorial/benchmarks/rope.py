@@ -264,11 +264,13 @@ GPU_TARGET = {"shape": [8, 32, 2048, 128], "dtype": "bfloat16", "of_copy": 0.85}
 
 
 def fastest_own(result, *, allocates: bool | None = None) -> object:
-    """The fastest row that is the package's own (not a peer, not a copy).
+    """The fastest steady row that is the package's own (not a peer, not a copy).
 
     ``allocates=True`` keeps only rows that return new tensors (as every peer
     does), ``False`` only rows that write into given outputs or in place: a
-    peer is compared with the package like with like.
+    peer is compared with the package like with like. A row the table marks
+    noisy is left out (its median says nothing, so it cannot be the fastest);
+    ``noisy_own`` lists what was left out. ValueError if no row remains.
     """
     own = [
         t
@@ -281,7 +283,26 @@ def fastest_own(result, *, allocates: bool | None = None) -> object:
         raise ValueError(
             f"no row of the package's own with allocates={allocates} in this run"
         )
-    return min(own, key=lambda t: t.median_ms)
+    steady = [t for t in own if not t.noisy]
+    if not steady:
+        raise ValueError(
+            f"every row of the package's own with allocates={allocates} is marked "
+            f"noisy in this run ({', '.join(repr(t.name) for t in own)}): record "
+            "the suite again on a quiet machine"
+        )
+    return min(steady, key=lambda t: t.median_ms)
+
+
+def noisy_own(result, *, allocates: bool | None = None) -> list:
+    """The package's own rows that ``fastest_own`` leaves out as noisy."""
+    return [
+        t
+        for t in result.timings
+        if t.noisy
+        and not t.is_copy
+        and t.name not in peers.PEERS
+        and (allocates is None or t.allocates == allocates)
+    ]
 
 
 def hugging_face_row(result):
@@ -297,8 +318,12 @@ def hugging_face_row(result):
 
 
 def check_targets(result) -> list[str]:
-    """The targets, each with the ratio measured in this run and whether it is met."""
-    best = fastest_own(result)
+    """The targets, each with the ratio measured in this run and whether it is met
+    (read from steady rows only: no verdict where the rows it needs are noisy)."""
+    try:
+        best = fastest_own(result)
+    except ValueError as error:
+        return [f"no verdict on the targets: {error}"]
     on_gpu = result.environment["device"].startswith("cuda")
     target = GPU_TARGET if on_gpu else CPU_TARGET
     lines = [f"fastest of the package's rows: {best.name}"]
@@ -324,7 +349,10 @@ def check_targets(result) -> list[str]:
             f"measured {share:.0%}{verdict(met)}"
         )
         own_peers = [t for t in result.timings if t.name in peers.PEERS]
-        allocating = fastest_own(result, allocates=True)
+        try:
+            allocating = fastest_own(result, allocates=True)
+        except ValueError as error:
+            return [*lines, f"no verdict against the peers: {error}"]
         slower = all(allocating.median_ms < t.median_ms for t in own_peers)
         lines.append(
             f"target: {allocating.name} faster than every peer that ran "
@@ -339,7 +367,10 @@ def check_targets(result) -> list[str]:
     hf = hugging_face_row(result)
     if hf is not None:
         # like with like: the peer returns new tensors, so does the row it meets
-        allocating = fastest_own(result, allocates=True)
+        try:
+            allocating = fastest_own(result, allocates=True)
+        except ValueError as error:
+            return [*lines, f"no verdict against {hf.name}: {error}"]
         speedup = hf.median_ms / allocating.median_ms
         met = speedup >= target["vs_hf"]
         lines.append(

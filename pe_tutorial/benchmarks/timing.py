@@ -13,7 +13,10 @@ same number of bytes** timed in the same rounds: a copy reads and writes each
 byte once, the practical limit of memory-bound work, so ``x copy`` (median over
 the copy's median) says how far from that limit a kernel is. Ratios measured in
 one run are stable where absolute times are not. A row whose interquartile
-range is wider than ``NOISY_SPREAD`` of its median is marked as noisy. A
+range, or the range of its recording processes' medians, is wider than
+``NOISY_SPREAD`` of its median is marked as noisy, and ``ratio_text`` refuses
+to word a ratio from it: a page may say such a row is noisy, never what it
+shows (``NoisyRow``). A
 case may also carry ``peak_bytes``, the most memory one call held above what
 was allocated before it (``memory.peak_memory``), shown as a column of MiB.
 
@@ -77,6 +80,9 @@ __all__ = [
     "PROBE_BYTES",
     "measure",
     "within_noise",
+    "NoisyRow",
+    "check_quotable",
+    "noise_text",
     "ratio_text",
     "time_function",
     "format_bytes",
@@ -86,7 +92,8 @@ __all__ = [
     "TABLE_WIDTH",
 ]
 
-# A row whose interquartile range exceeds this fraction of its median is marked.
+# A row whose interquartile range, or whose processes' medians, spread over more
+# than this fraction of its median is marked.
 NOISY_SPREAD = 0.25
 # how much longer the samples of a row that stays noisy get (bench.measure)
 BATCH_GROWTH = 4
@@ -172,7 +179,11 @@ class Timing:
 
     @property
     def noisy(self) -> bool:
-        return self.spread > NOISY_SPREAD
+        """Marked ``*`` in the table: its calls (interquartile range) or its
+        recording processes (range of their medians) disagree by more than
+        ``NOISY_SPREAD`` of its median. No ratio or ordering is read from it."""
+        runs = self.process_spread or 0.0
+        return self.spread > NOISY_SPREAD or runs > NOISY_SPREAD
 
     @property
     def bandwidth_gb_s(self) -> float | None:
@@ -510,13 +521,49 @@ def within_noise(a: Timing, b: Timing) -> bool:
     return a1 <= b3 and b1 <= a3
 
 
+class NoisyRow(ValueError):
+    """A ratio or an ordering asked of a row the table marks noisy."""
+
+
+def noise_text(t: Timing) -> str:
+    """What makes ``t`` noisy, for a sentence: ``'its calls' interquartile range
+    is 39% of its median; its 3 processes' medians 7.25-11.6 ms'``."""
+    parts = [f"its calls' interquartile range is {t.spread:.0%} of its median"]
+    medians = t.process_medians_ms
+    if medians and len(medians) > 1:
+        parts.append(
+            f"its {len(medians)} processes' medians "
+            f"{_ms(min(medians))}-{_ms(max(medians))} ms"
+        )
+    return "; ".join(parts)
+
+
+def check_quotable(*timings: Timing) -> None:
+    """Raise ``NoisyRow`` if any of ``timings`` is marked noisy (``Timing.noisy``).
+
+    Every ratio a page words goes through here (``ratio_text``), so no chapter
+    can quote a ratio or an ordering from a row its own table stars.
+    """
+    noisy = [t for t in timings if t.noisy]
+    if noisy:
+        rows = "; ".join(f"{t.name!r} ({noise_text(t)})" for t in noisy)
+        raise NoisyRow(
+            f"no ratio can be quoted from a row marked noisy: {rows}. Record the "
+            "suite again on a quiet machine (python -m pe_tutorial.benchmarks SUITE "
+            "--device cpu --record), or say that the row is noisy "
+            "(benchmarks.noise_text) instead of what it shows"
+        )
+
+
 def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
     """``a``'s median over ``b``'s for a sentence: ``'1.42 times'``, or
     ``'1.08 times (within noise)'`` when their interquartile ranges overlap.
 
     A page glues this instead of the bare ratio, so a sentence never ranks
-    two rows that the run cannot tell apart (chapter 10).
+    two rows that the run cannot tell apart (chapter 10); a row marked noisy
+    is refused (``NoisyRow``), since its median is not a finding.
     """
+    check_quotable(a, b)
     text = f"{a.ratio_to(b):.{digits}f} times"
     return text + " (within noise)" if within_noise(a, b) else text
 
@@ -765,10 +812,11 @@ class _Columns:
                 "over the median of all"
             )
         if any(t.noisy for t in timings):
-            footer.append(
-                f"* interquartile range over {NOISY_SPREAD:.0%} of the median: too "
-                "noisy to trust, run again"
+            text = (
+                f"* interquartile range (or runs %) over {NOISY_SPREAD:.0%} of the "
+                "median: too noisy to trust, run again"
             )
+            footer += textwrap.wrap(text, width=88, subsequent_indent="  ")
         return footer
 
 
