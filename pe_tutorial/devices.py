@@ -8,6 +8,11 @@ and attention.
 - ``environment``: where, when and with what a measurement ran (device model,
   threads, versions, cache or memory size, a GPU's data-sheet bandwidth); every
   recorded timing and experiment carries it.
+- ``sdpa_backend``: which of SDPA's kernels (FlashAttention, memory-efficient,
+  cuDNN, math) torch picks for given inputs; ``sdpa_settings`` which it may
+  pick at all; ``gpu_clocks`` a GPU's clocks, power and temperature as
+  ``nvidia-smi`` reads them. A GPU record carries all three: a Flex against
+  SDPA verdict can flip with the kernel, and a throttled clock slows every row.
 - ``synchronize``: wait for the GPU's queued work (nothing to do on a CPU).
 - ``cuda_capability`` and ``timing_dtype``: what a GPU can run. bfloat16
   arithmetic (and Triton's bfloat16) needs compute capability 8.0 (Ampere);
@@ -20,6 +25,8 @@ import datetime as _dt
 import functools
 import platform
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +45,9 @@ __all__ = [
     "peak_bandwidth",
     "cpu_name",
     "device_name",
+    "sdpa_backend",
+    "sdpa_settings",
+    "gpu_clocks",
     "last_level_cache_bytes",
     "cpu_model",
     "environment",
@@ -264,7 +274,86 @@ def environment(device: torch.device | str) -> dict:
         env["gpu_memory_gib"] = round(memory / 2**30, 1)
         peak = peak_bandwidth(env["device_name"])
         env["peak_gb_s"] = None if peak is None else peak.gb_per_s
+        env["sdpa"] = sdpa_settings()
+        env["clocks"] = gpu_clocks(device)
     else:
         env["cpu_model"] = cpu_model()
         env["last_level_cache_bytes"] = last_level_cache_bytes()
     return env
+
+
+def sdpa_backend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+) -> str | None:
+    """The kernel ``scaled_dot_product_attention`` picks for these inputs
+    (``"FLASH_ATTENTION"``, ``"EFFICIENT_ATTENTION"``, ``"CUDNN_ATTENTION"``,
+    ``"MATH"``...), asked of torch's own dispatcher; None where this torch
+    cannot say."""
+    try:
+        from torch.nn.attention import SDPBackend
+
+        choice = torch._fused_sdp_choice(q, k, v, attn_mask, 0.0, is_causal)
+        return SDPBackend(choice).name
+    except (AttributeError, ImportError, RuntimeError, TypeError, ValueError):
+        return None
+
+
+def sdpa_settings() -> dict:
+    """Which of SDPA's CUDA kernels are switched on, and whether this build has
+    FlashAttention and cuDNN attention at all."""
+    backends = torch.backends.cuda
+    found = {}
+    for name in ("flash", "mem_efficient", "cudnn", "math"):
+        enabled = getattr(backends, f"{name}_sdp_enabled", None)
+        found[f"{name}_enabled"] = None if enabled is None else bool(enabled())
+    flash = getattr(backends, "is_flash_attention_available", None)
+    found["flash_built"] = None if flash is None else bool(flash())
+    found["cudnn_version"] = torch.backends.cudnn.version()
+    return found
+
+
+# what gpu_clocks reads, in nvidia-smi's names; the reasons a clock is held
+# down were renamed (throttle -> event) in newer drivers, and an unknown name
+# fails the whole query, so each is tried in turn, then none
+CLOCK_FIELDS = (
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks.mem",
+    "clocks.max.mem",
+    "power.draw",
+    "temperature.gpu",
+)
+CLOCK_REASONS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active", None)
+
+
+def gpu_clocks(device: torch.device | str) -> dict | None:
+    """The GPU's clocks now and at most (MHz), its power draw (W) and
+    temperature (C), and the bit mask of reasons its clocks are held down, as
+    ``nvidia-smi`` reads them; None without ``nvidia-smi`` or when it cannot
+    answer."""
+    device = torch.device(device)
+    if device.type != "cuda" or shutil.which("nvidia-smi") is None:
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    for reasons in CLOCK_REASONS:
+        fields = CLOCK_FIELDS + ((reasons,) if reasons else ())
+        command = [
+            "nvidia-smi",
+            f"--id={index}",
+            f"--query-gpu={','.join(fields)}",
+            "--format=csv,noheader,nounits",
+        ]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if done.returncode == 0 and done.stdout.strip():
+            first = done.stdout.strip().splitlines()[0]
+            values = [v.strip() for v in first.split(",")]
+            if len(values) == len(fields):
+                return dict(zip(fields, values, strict=True))
+    return None

@@ -99,6 +99,7 @@ def test_rope_decode_times_each_path_against_a_copy_of_its_bytes():
     assert len(set(settings["offsets"])) > 1  # the sequences' lengths differ
     notes = "\n".join(result.notes)
     assert "Triton kernel: skipped, it runs on CUDA GPUs" in notes
+    assert f"{decode.GRAPHED}: skipped, CUDA graphs need a CUDA GPU" in notes
     assert f"{decode.TWO_STEPS}: " in notes and "the time of" in notes
     # q_rot and k_rot, 256 bytes each, are the least any row holds
     assert all(t.peak_bytes >= 512 for t in result.timings if not t.is_copy)
@@ -144,6 +145,7 @@ def test_the_decode_report_pairs_rows_doing_the_same_work():
         decode.ROTATION: [2.0, 2.0, 2.0, 2.0],
         decode.TWO_STEPS: [4.0, 4.0, 4.2, 4.2],
         decode.ONE_CALL: [4.0, 4.1, 4.1, 4.2],
+        decode.GRAPHED: [1.0, 1.0, 3.0, 3.0],  # its calls disagree: marked noisy
     }
     result = benchmarks.SuiteResult(
         "rope_decode",
@@ -154,6 +156,8 @@ def test_the_decode_report_pairs_rows_doing_the_same_work():
     assert lines == [
         f"apply_rope on q, then on k: 1.50x the time of {decode.ROTATION}",
         f"{decode.TWO_STEPS}: 1.00x the time of {decode.ONE_CALL} (within noise)",
+        f"{decode.ONE_CALL}: 2.05x the time of {decode.GRAPHED} (a row is marked "
+        "noisy: not a finding)",
     ]
 
 
@@ -442,3 +446,22 @@ def test_the_compiled_cache_write_equals_the_loop():
     assert got_cache is cache
     torch.testing.assert_close(got_q, want_q, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(cache, want_cache, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "suite", ["alibi_attention", "relative_attention", "attention_bias"]
+)
+def test_attention_suites_record_which_sdpa_kernel_ran(suite):
+    result = smoke_run(suite)
+    kernels = result.settings["sdpa_kernel"]
+    assert set(kernels) == {"causal, no bias", "float bias"}
+    assert all(kernel for kernel in kernels.values())
+    assert any(
+        note.startswith("SDPA's kernel (torch's choice") for note in result.notes
+    )
+
+
+def test_the_backward_suite_records_that_a_learned_bias_leaves_sdpa_unfused():
+    # on the CPU, SDPA's fused kernel gives no gradient for a mask (chapter 10)
+    result = smoke_run("attention_backward")
+    assert result.settings["sdpa_kernel"]["float bias"] == "MATH"

@@ -143,3 +143,41 @@ def test_the_rope_suite_times_triton_only_where_it_runs(named_gpu, capability):
         assert notes[0].startswith("Triton kernel: skipped, Triton's bfloat16 needs")
     else:
         assert rope_triton.triton_status(device, torch.bfloat16)[0]
+
+
+def test_sdpa_backend_names_the_kernel_torch_would_run():
+    """The dispatcher's answer, checked against what it refuses: forced to the
+    named kernel alone, SDPA runs; the name is one of torch's backends."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, 2, 16, 8)
+    name = devices.sdpa_backend(q, q, q, is_causal=True)
+    assert name in SDPBackend.__members__
+    with sdpa_kernel([getattr(SDPBackend, name)]):
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    # a float mask with a gradient needs the unfused kernel on the CPU
+    mask = torch.zeros(16, 16, requires_grad=True)
+    assert devices.sdpa_backend(q, q, q, attn_mask=mask) == "MATH"
+    settings = devices.sdpa_settings()
+    assert set(settings) >= {"flash_enabled", "math_enabled", "flash_built"}
+
+
+def test_gpu_clocks_reads_nvidia_smi_and_tries_the_older_field_name(
+    tmp_path, monkeypatch
+):
+    """A fake nvidia-smi that knows only the older name of the reasons field."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *clocks_event_reasons*) echo "unknown field" >&2; exit 2;; esac\n'
+        'echo "1980, 1980, 2619, 2619, 120.5, 41, 0x0000000000000000"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    clocks = devices.gpu_clocks("cuda:0")
+    assert clocks["clocks.sm"] == "1980" and clocks["power.draw"] == "120.5"
+    assert clocks["clocks_throttle_reasons.active"] == "0x0000000000000000"
+    assert devices.gpu_clocks("cpu") is None
+    fake.write_text("#!/bin/sh\nexit 9\n")
+    assert devices.gpu_clocks("cuda:0") is None

@@ -32,7 +32,7 @@ from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import T5RelativeBias
 from . import timing as bench
 from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
-from .chapters import attention_shape
+from .chapters import attention_shape, sdpa_kernels, sdpa_note
 from .timing import Case, with_peak_memory
 
 REFERENCE = "SDPA, causal mask only"
@@ -131,10 +131,16 @@ def attention_bias_suite(
         )
         cases.append(Case(name, fn, shapes, dtype_name))
     notes += with_peak_memory(cases, device)
+    kernels = sdpa_kernels(q, k, v)
+    notes.append(sdpa_note(kernels))
     return Plan(
         cases,
         notes=notes,
-        settings={"shape": [batch, heads, seq, head_dim], "causal": True},
+        settings={
+            "shape": [batch, heads, seq, head_dim],
+            "causal": True,
+            "sdpa_kernel": kernels,
+        },
         reference=REFERENCE,
     )
 

@@ -40,7 +40,7 @@ from ..encodings.relative import T5RelativeBias
 from ..encodings.rope import apply_rope
 from . import attention_bias
 from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
-from .chapters import attention_shape
+from .chapters import attention_shape, sdpa_kernels, sdpa_note
 from .rope import default_shape
 from .timing import Case, with_peak_memory
 
@@ -325,10 +325,16 @@ def attention_backward_suite(
         case.shapes = shapes
         case.dtype = dtype_name
     notes += with_peak_memory(cases, device)
+    kernels = sdpa_kernels(q, k, v, backward=True)
+    notes.append(sdpa_note(kernels))
     return Plan(
         cases,
         notes=notes,
-        settings={"shape": [batch, heads, seq, head_dim], "causal": True},
+        settings={
+            "shape": [batch, heads, seq, head_dim],
+            "causal": True,
+            "sdpa_kernel": kernels,
+        },
         reference=attention_bias.REFERENCE,
     )
 

@@ -16,6 +16,7 @@ from torch import nn
 from ..attention.core import attend, dot_product_attention, flex_available
 from ..attention.latent_attention import LatentAttention
 from ..attention.schemes import ALiBiScheme, ShawScheme, T5BiasScheme
+from ..devices import sdpa_backend
 from ..encodings.absolute import (
     binary_encoding,
     integer_encoding,
@@ -332,6 +333,31 @@ def attention_shape(device, shape, dtype):
     return (batch, heads, seq, head_dim)
 
 
+def sdpa_kernels(q, k, v, *, backward: bool = False) -> dict[str, str | None]:
+    """The kernel SDPA picks for these suites' two kinds of call (``devices.
+    sdpa_backend``): causal with no bias, and a materialised float bias of
+    (1, H, T, T) (the causal mask folded in). On a GPU the answer can flip a
+    Flex-against-SDPA verdict, so each record keeps it. ``backward``: for
+    inputs and a bias that need gradients."""
+    heads, seq = q.shape[1], q.shape[2]
+    bias = torch.zeros(1, heads, seq, seq, device=q.device, dtype=q.dtype)
+    if backward:
+        q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+        bias.requires_grad_()
+    return {
+        "causal, no bias": sdpa_backend(q, k, v, is_causal=True),
+        "float bias": sdpa_backend(q, k, v, attn_mask=bias),
+    }
+
+
+def sdpa_note(kernels: dict[str, str | None]) -> str:
+    """``sdpa_kernels`` as the line under a table."""
+    chosen = "; ".join(
+        f"{call}: {kernel or 'unknown'}" for call, kernel in kernels.items()
+    )
+    return f"SDPA's kernel (torch's choice for these inputs): {chosen}"
+
+
 def _no_grad(fn):
     def call():
         with torch.no_grad():
@@ -387,9 +413,9 @@ def _bias_attention_plan(device, dtype, shape, schemes: dict, flex_scheme) -> Pl
         notes.append("Flex row skipped: this torch has no FlexAttention")
     for case in cases:
         case.fn = _no_grad(case.fn)
-    return Plan(
-        cases, notes=notes, settings={"shape": list(shape)}, reference=reference
-    )
+    settings = {"shape": list(shape), "sdpa_kernel": sdpa_kernels(q, k, v)}
+    notes.append(sdpa_note(settings["sdpa_kernel"]))
+    return Plan(cases, notes=notes, settings=settings, reference=reference)
 
 
 def alibi_attention(
