@@ -158,9 +158,9 @@ grade: install
 	@test -n "$(NAME)" -a -n "$(SUBMISSIONS)" || { echo "usage: make grade NAME=rope SUBMISSIONS=dir"; exit 2; }
 	$(BIN)/python tools/assignments.py grade $(NAME) $(SUBMISSIONS)
 
-# The first GPU run (tools/gpu_evidence.py): the CUDA tests, the eager, compiled, Triton and
-# Flex paths' agreement, and every suite recorded, into $(EVIDENCE) in under 10 minutes; a dry
-# run at tiny sizes on a CPU. It uses the Python at hand (the venv's if there is one, else
+# The first GPU run (tools/gpu_evidence.py): chapter 10's suites recorded first, the eager,
+# compiled, Triton and Flex paths' agreement, the CUDA tests, then the rest, into $(EVIDENCE)
+# within 8 minutes; a dry run at tiny sizes on a CPU. It uses the Python at hand (the venv's if there is one, else
 # $(PYTHON)) and does not depend on `install`: on a GPU machine without a network it installs
 # nothing. BUNDLE=DIR also writes DIR/gpu-evidence.tar.gz and the two summaries.
 EVIDENCE ?= _build/gpu-evidence

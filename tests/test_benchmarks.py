@@ -301,7 +301,10 @@ def test_command_line_prints_writes_json_and_records(tmp_path, capsys, monkeypat
         (["integer_tables", "--repeats", "0"], "--repeats must be at least 1"),
         ([], "name one suite, or give --all"),
         (["integer_tables", "--all"], "name one suite, or give --all"),
-        (["--all", "--json", "x.json"], "with --all use --record --out DIR"),
+        (["--all", "--json", "x.json"], "with --all or several use --record --out"),
+        (["rope", "roofline", "--json", "x.json"], "with --all or several use"),
+        (["rope", "roofline", "rope"], "a suite named twice: rope"),
+        (["rope", "no_such_suite"], "no_such_suite"),
         (["--all", "--dtype", "float8"], "unknown dtype 'float8'"),
         (
             ["integer_tables", "--record", "--out", "/proc/no-such-folder"],
@@ -336,6 +339,11 @@ def test_all_records_one_file_per_suite_with_its_environment(
 
     monkeypatch.setattr(_core, "run", small_run)
     out = tmp_path / "recorded"
+    # several names run in the order given
+    argv = ["rope", "copy_sizes", "--device", "cpu", "--record", "--out", str(out)]
+    assert benchmarks.main(argv) == 0
+    assert ran == ["rope", "copy_sizes"]
+    ran.clear()
     argv = ["--all", "--device", "cpu", "--record", "--out", str(out)]
     assert benchmarks.main(argv) == 0
     assert ran == sorted(benchmarks.SUITES)

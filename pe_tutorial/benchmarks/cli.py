@@ -5,7 +5,8 @@ Prints the suite's table (with its notes and, for ``rope`` and
 and the environment; ``--record`` writes the recorded copy for this device
 (``bench-<suite>--<device>.json``, in the package or ``--out DIR``), which the
 chapters show beside their live runs. ``--all`` runs every suite in turn, with
-a progress bar and the time each took: ``--all --record`` adds a device to the
+a progress bar and the time each took (several names run those, in the order
+given: the GPU command records chapter 10's first): ``--all --record`` adds a device to the
 book in one step; a suite that fails there is reported and the others still
 run (the exit status is then 1). ``--smoke`` runs each suite at tiny sizes for
 one round (``Suite.smoke``): a check that every suite runs, not a measurement.
@@ -42,7 +43,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog="suites:\n" + suites,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("suite", nargs="?", help="which suite (listed below)")
+    parser.add_argument(
+        "suite",
+        nargs="*",
+        help="which suite (listed below); several run one after the other, in order",
+    )
     parser.add_argument(
         "--all", action="store_true", help="run every suite, one after the other"
     )
@@ -109,19 +114,26 @@ def _writable(folder: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.all == (args.suite is not None):
+    if args.all == bool(args.suite):
         parser.error("name one suite, or give --all for every suite")
-    if args.all and args.json:
-        parser.error("--json writes one suite; with --all use --record --out DIR")
-    names = sorted(_core.SUITES) if args.all else [args.suite]
+    if len(set(args.suite)) < len(args.suite):
+        repeated = sorted({n for n in args.suite if args.suite.count(n) > 1})
+        parser.error(f"a suite named twice: {', '.join(repeated)}")
+    # several suites run as --all does: a bar, and one failure costs one suite
+    many = args.all or len(args.suite) > 1
+    if many and args.json:
+        parser.error(
+            "--json writes one suite; with --all or several use --record --out DIR"
+        )
+    names = sorted(_core.SUITES) if args.all else args.suite
     try:
         suites = [_core.check_suite(name) for name in names]
         device = _core.check_device(args.device)
-        if args.all and args.dtype is not None and args.dtype not in _core.DTYPES:
+        if many and args.dtype is not None and args.dtype not in _core.DTYPES:
             raise ValueError(
                 f"unknown dtype {args.dtype!r}; use one of {', '.join(_core.DTYPES)}"
             )
-        if not args.all:  # with --all a suite without that dtype runs in its own
+        if not many:  # with several, a suite without that dtype runs in its own
             _core.check_dtype(suites[0], args.dtype, device)
         if args.repeats is not None and args.repeats < 1:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
@@ -150,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     max_seconds = args.max_seconds
     if max_seconds is None and args.record:
         max_seconds = RECORD_SECONDS
-    bar = tqdm(
-        suites, desc="suites", unit="suite", disable=not args.all, file=sys.stderr
-    )
+    bar = tqdm(suites, desc="suites", unit="suite", disable=not many, file=sys.stderr)
     failed = []
     for suite in bar:
         bar.set_postfix(suite=suite.name)
@@ -160,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = _run_suite(suite, device, args, max_seconds)
         except Exception as error:
-            if not args.all:
+            if not many:
                 raise
             # one suite's failure (a path that breaks on a new GPU, say) costs
             # that suite's file, not the others'
@@ -169,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"FAILED: {suite.name}: {type(error).__name__}: {error}")
         else:
             _report(result, args)
-        if args.all:
+        if many:
             print(f"{suite.name}: {time.perf_counter() - start:.0f} s\n", flush=True)
     if failed:
         print(f"suites that failed ({len(failed)}): {', '.join(failed)}")
@@ -179,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_suite(suite, device, args, max_seconds: float | None):
     """One suite's run as the command line asks: recorded, smoke or plain."""
-    dtype = args.dtype if args.dtype in suite.dtypes or not args.all else None
+    many = args.all or len(args.suite) > 1
+    dtype = args.dtype if args.dtype in suite.dtypes or not many else None
     if args.smoke:
         result = _core.run(
             suite.name,
