@@ -416,7 +416,7 @@ def test_a_path_that_disagrees_stops_the_suite_and_says_which(monkeypatch):
 
 
 def _rope_result(rows, device="cpu", shape=(2, 16, 2048, 128), dtype="float32"):
-    from pe_tutorial.benchmarks.rope import WRITES_INTO_GIVEN
+    from pe_tutorial.benchmarks.rope import writes_into_given
 
     timings = [
         bench.Timing(
@@ -424,7 +424,7 @@ def _rope_result(rows, device="cpu", shape=(2, 16, 2048, 128), dtype="float32"):
             [ms],
             copy_ms=copy,
             is_copy=name.startswith("copy"),
-            allocates=not name.startswith("copy") and name not in WRITES_INTO_GIVEN,
+            allocates=not name.startswith("copy") and not writes_into_given(name),
         )
         for name, ms, copy in rows
     ]
@@ -478,23 +478,29 @@ def test_rope_targets_are_judged_from_the_measured_ratios():
     missed_here = check_targets(_rope_result(too_slow))
     assert missed_here[1].endswith("measured 2.50x: NOT met")
     assert missed_here[2].endswith("measured 6.0x: NOT met")
-    gpu = check_targets(
-        _rope_result(
-            [
-                ("Triton kernel", 1.1, 1.0),
-                ("fused, in place", 1.3, 1.0),
-                ("Liger liger_rotary_pos_emb", 1.2, 1.0),
-                ("copy, 1 MiB moved", 1.0, 1.0),
-            ],
-            device="cuda:0",
-            shape=(8, 32, 2048, 128),
-            dtype="bfloat16",
+
+    def on_gpu(in_place_ms):
+        return check_targets(
+            _rope_result(
+                [
+                    ("Triton kernel", 1.1, 1.0),
+                    ("fused, in place", in_place_ms, 1.0),
+                    ("Liger liger_rotary_pos_emb", 1.2, 1.0),
+                    ("copy, 1 MiB moved", 1.0, 1.0),
+                ],
+                device="cuda:0",
+                shape=(8, 32, 2048, 128),
+                dtype="bfloat16",
+            )
         )
-    )
-    # 1 / 1.1 = 91% of the copy's bandwidth, and faster than Liger
-    assert gpu[1].endswith("measured 91%: met") and gpu[2].endswith(
-        "(1; new outputs against new outputs): met"
-    )
+
+    # 1 / 1.1 = 91% of the copy's bandwidth; Liger rotates in place, so it
+    # meets the package's in-place row, not the faster Triton kernel's new outputs
+    gpu = on_gpu(1.3)
+    assert gpu[1].endswith("measured 91%: met")
+    assert "Triton kernel (new outputs) and fused, in place (given" in gpu[2]
+    assert gpu[2].endswith("of their kind that ran (1): NOT met")
+    assert on_gpu(1.15)[2].endswith("(1): met")
 
 
 def test_a_noisy_row_is_never_the_fastest_nor_judged_against_a_target():
@@ -977,3 +983,25 @@ def test_merging_redoes_the_report_once_even_when_it_measures(monkeypatch):
     assert merged.report_notes == 1 and len(calls) == 1
     again = benchmarks.SuiteResult.from_dict(merged.to_dict())
     assert again.report_notes == 1
+
+
+def test_each_peer_gets_the_layout_its_library_expects_and_says_so():
+    from pe_tutorial.benchmarks import peers
+    from pe_tutorial.benchmarks.rope import writes_into_given
+
+    q = torch.randn(1, 2, 8, 16)
+    hf = peers._hugging_face_layout(q)
+    # the same values, a (B, H, T, D) view of a tensor stored (B, T, H, D)
+    assert torch.equal(hf, q) and not hf.is_contiguous()
+    assert hf.transpose(1, 2).is_contiguous()
+    assert writes_into_given("Liger liger_rotary_pos_emb")
+    assert not writes_into_given("transformers apply_rotary_pos_emb")
+    result = benchmarks.run(
+        "rope", "cpu", warmup=0, repeats=1, shape=(1, 2, 8, 16), compiled=False
+    )
+    rows = {t.name: t for t in result.timings}
+    row = rows["transformers apply_rotary_pos_emb"]
+    assert row.shapes["layout"] == peers.HF_LAYOUT and row.allocates
+    assert rows["rotary-embedding-torch"].shapes["layout"] == "q, k (B, H, T, D)"
+    # the table names each peer's layout under its row
+    assert peers.HF_LAYOUT in result.table()

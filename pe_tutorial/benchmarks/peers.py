@@ -10,6 +10,15 @@ uses, written out here so that the comparison exists without transformers.
 All peers use the "half" pairing except rotary-embedding-torch, whose default
 is interleaved; the suite checks every peer's output against ``apply_rope``
 with the matching pairing before it times anything.
+
+Each peer gets q and k in the layout its library expects, and its row says
+which (``call.layout_text``, shown under the row): transformers and Liger the
+one Hugging Face's attention hands them, (B, H, T, D) views of tensors stored
+(B, T, H, D) (its projections' output viewed per head, then transposed);
+flash-attn (B, T, H, D) itself; the others (B, H, T, D). Liger rotates those
+in place (``IN_PLACE``), as in a model, so its row is held against a copy
+into given outputs, like the package's in-place row; handed a contiguous
+(B, H, T, D) tensor it would first copy it into its layout.
 """
 
 from __future__ import annotations
@@ -47,6 +56,15 @@ def _full_width_cos_sin(positions, head_dim, base, dtype):
     return full.cos().to(dtype), full.sin().to(dtype)
 
 
+def _hugging_face_layout(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (B, H, T, D) as Hugging Face's attention hands it to RoPE: the same
+    values, a (B, H, T, D) view of a tensor stored (B, T, H, D)."""
+    return x.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+HF_LAYOUT = "q, k as Hugging Face lays them out: (B, H, T, D) views of (B, T, H, D)"
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -59,6 +77,7 @@ def rotate_half(q, k, positions, base) -> Callable[[], object]:
     def call():
         return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
+    call.layout_text = "q, k (B, H, T, D)"
     return call
 
 
@@ -67,7 +86,13 @@ def transformers_llama(q, k, positions, base) -> Callable[[], object]:
     llama = _import("transformers.models.llama.modeling_llama", "transformers")
     cos, sin = _full_width_cos_sin(positions, q.shape[-1], base, q.dtype)
     cos, sin = cos[None], sin[None]  # (1, T, D), as LlamaRotaryEmbedding returns
-    return lambda: llama.apply_rotary_pos_emb(q, k, cos, sin)
+    q_hf, k_hf = _hugging_face_layout(q), _hugging_face_layout(k)
+
+    def call():
+        return llama.apply_rotary_pos_emb(q_hf, k_hf, cos, sin)
+
+    call.layout_text = HF_LAYOUT
+    return call
 
 
 def rotary_embedding_torch(q, k, positions, base) -> Callable[[], object]:
@@ -79,6 +104,7 @@ def rotary_embedding_torch(q, k, positions, base) -> Callable[[], object]:
     def call():
         return module.apply_rotary_emb(freqs, q), module.apply_rotary_emb(freqs, k)
 
+    call.layout_text = "q, k (B, H, T, D)"
     return call
 
 
@@ -103,6 +129,7 @@ def flash_attn_rotary(q, k, positions, base) -> Callable[[], object]:
         )
 
     call.layout = "bthd"
+    call.layout_text = "q, k stored (B, T, H, D), as flash-attn takes them"
     return call
 
 
@@ -112,8 +139,19 @@ def liger_rope(q, k, positions, base) -> Callable[[], object]:
     liger = _import("liger_kernel.transformers.rope", "liger-kernel")
     cos, sin = _full_width_cos_sin(positions, q.shape[-1], base, q.dtype)
     cos, sin = cos[None], sin[None]
-    return lambda: liger.liger_rotary_pos_emb(q, k, cos, sin)
+    # in place, on copies: the first call (the check) turns them from q and k,
+    # the timed calls keep turning them, as the package's in-place row does
+    q_hf, k_hf = _hugging_face_layout(q), _hugging_face_layout(k)
 
+    def call():
+        return liger.liger_rotary_pos_emb(q_hf, k_hf, cos, sin)
+
+    call.layout_text = HF_LAYOUT + ", rotated in place"
+    return call
+
+
+# the peers that rotate q and k in place (held against a copy into given outputs)
+IN_PLACE = frozenset({"Liger liger_rotary_pos_emb"})
 
 # name -> (builder, pairing its output follows)
 PEERS: dict[str, tuple[Callable, str]] = {

@@ -647,22 +647,29 @@ def format_table(
         raise ValueError(f"reference {reference!r} is not a row; rows: {names}")
     ref = None if reference is None else timings[names.index(reference)]
     env = environment or {}
-    header, show_dtype, show_shapes = _table_header(timings, env, title)
+    header, show_dtype, shared = _table_header(timings, env, title)
     layout = _Columns.choose(timings, env.get("peak_gb_s"), ref)
     layout.device_type = str(env.get("device", "")).split(":")[0] or None
     rows = [layout.names]
     for t in timings:
         rows.append(layout.row(t))
-        extra = _own_settings(t, show_shapes, show_dtype)
+        extra = _own_settings(t, shared, show_dtype)
         if extra:
-            rows.append(["  " + "; ".join(extra)] + [""] * (len(layout.names) - 1))
+            text = textwrap.wrap(
+                "; ".join(extra),
+                TABLE_WIDTH,
+                initial_indent="  ",
+                subsequent_indent="    ",
+            )
+            rows += [[line] + [""] * (len(layout.names) - 1) for line in text]
     return "\n".join([*header, *_aligned(rows), *layout.footer(timings)])
 
 
 def _table_header(
     timings: list[Timing], env: dict, title: str
-) -> tuple[list[str], bool, bool]:
-    """The lines above the table, and whether rows must show their own dtype, shapes."""
+) -> tuple[list[str], bool, dict]:
+    """The lines above the table, whether rows must show their own dtype, and
+    the shapes every timed row shares (said once, above the table)."""
     header = [title] if title else []
     if env:
         where = f"{env.get('device_name', '?')} ({env.get('device', '?')}"
@@ -670,18 +677,23 @@ def _table_header(
         header.append(where)
         when = str(env.get("date", ""))[:16].replace("T", " ")
         header.append(f"torch {env.get('torch', '?')}, measured {when} UTC")
-    dtypes = {t.dtype for t in timings if not t.is_copy}
-    shapes = {_shape_text(t.shapes) for t in timings if not t.is_copy}
+    timed = [t for t in timings if not t.is_copy]
+    dtypes = {t.dtype for t in timed}
+    # a key every timed row has with the same value is said once, above the
+    # table; the rest under the rows that have them
+    shared = dict(timed[0].shapes) if timed else {}
+    shared = {
+        k: v for k, v in shared.items() if all(t.shapes.get(k) == v for t in timed)
+    }
     common = []
     show_dtype = not (len(dtypes) == 1 and None not in dtypes)
     if not show_dtype:
         common.append(f"dtype {dtypes.pop()}")
-    show_shapes = len(shapes) > 1
-    if not show_shapes and shapes and (only := shapes.pop()):
-        common.append(only)
+    if shared:
+        common.append(_shape_text(shared))
     common.append(sampling_text(timings))
     header.append("; ".join(common))
-    return header, show_dtype, show_shapes
+    return header, show_dtype, shared
 
 
 def sampling_text(timings: list[Timing]) -> str:
@@ -701,15 +713,16 @@ def sampling_text(timings: list[Timing]) -> str:
     return "sampled unlike (not comparable): " + "; ".join(parts)
 
 
-def _own_settings(t: Timing, show_shapes: bool, show_dtype: bool) -> list[str]:
-    """A row's shapes and dtype, printed under it when the rows do not share them."""
+def _own_settings(t: Timing, shared: dict, show_dtype: bool) -> list[str]:
+    """A row's shapes and dtype, printed under it where the rows do not share them."""
     extra = []
     if t.is_copy:
         return extra
-    if show_shapes and t.shapes:
-        extra.insert(0, _shape_text(t.shapes))
+    own = {k: v for k, v in t.shapes.items() if k not in shared}
+    if own:
+        extra.append(_shape_text(own))
     if show_dtype and t.dtype:
-        extra.insert(1 if show_shapes and t.shapes else 0, t.dtype)
+        extra.append(t.dtype)
     return extra
 
 
