@@ -164,6 +164,7 @@ def test_the_cuda_tests_are_found_in_the_files_that_mention_cuda(marked_only):
 
 def test_chapter_10s_suites_come_first_and_the_lists_match_the_package():
     chapter_10 = {n for n, s in benchmarks.SUITES.items() if s.chapter == "10"}
+    chapter_10.add("train_step")  # chapter 9's, which chapter 10 reads too
     assert set(gpu_evidence.CHAPTER_10) == chapter_10
     assert len(gpu_evidence.CHAPTER_10) == len(chapter_10)
     assert set(gpu_evidence.THREE_PROCESSES) <= chapter_10

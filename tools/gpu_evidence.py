@@ -14,8 +14,9 @@ they run, most valuable first:
    from the installed packages' metadata), ``nvidia-smi``'s GPU, driver,
    compute capability and clocks, the checkout's commit when git can say it,
    and the suites the record steps should write.
-2. ``record-chapter-10``: chapter 10's suites (``CHAPTER_10``, the ones its
-   central claims read first), ``python -m pe_tutorial.benchmarks SUITE ...
+2. ``record-chapter-10``: what chapter 10 reads (``CHAPTER_10``: its suites
+   and chapter 9's ``train_step``, those its claims need most first, the
+   ones that compile FlexAttention last), ``python -m pe_tutorial.benchmarks SUITE ...
    --record --force --out DIR/results --max-seconds 10``: one
    ``bench-SUITE--DEVICE.json`` each, written as each suite ends, the files
    chapter 10 reads. Each record carries the GPU's clocks and SDPA's kernels
@@ -104,17 +105,20 @@ STEPS = (
     ("repeat-chapter-10", 120),
     ("record-others", 90),
 )
-# chapter 10's suites, in the order its claims need them
+# what chapter 10 reads (its suites and chapter 9's train_step), those its
+# claims need most first, and the suites that compile FlexAttention (the
+# longest cold start) last
 CHAPTER_10 = (
-    "rope",
     "rope_decode",
+    "train_step",
+    "train_step_profile",
+    "rope",
     "copy_sizes",
     "roofline",
-    "attention_bias",
-    "rope_backward",
-    "attention_backward",
     "rope_in_cache",
-    "train_step_profile",
+    "rope_backward",
+    "attention_bias",
+    "attention_backward",
 )
 # recorded again in this many processes where the time allows
 THREE_PROCESSES = ("rope", "rope_decode", "copy_sizes")
