@@ -6,7 +6,9 @@ in time and in memory. Each row is one call of the forward and the backward
 pass: the gradients of ``sum(out * g)`` for a fixed ``g`` (``out.backward(g)``,
 as a layer receives ``g`` from the layers above) with respect to q and k, and
 v and the bias's learned parameters for attention, by ``torch.autograd.grad``
-(nothing accumulates between calls). Rows, interleaved, all single calls:
+(nothing accumulates between calls). Rows, interleaved and sampled alike
+(single calls, or the mean of several in a row where single calls stayed
+noisy; the table says which):
 
 - ``rope_backward``: RoPE on q and k: ``apply_rope`` on each, the fused eager
   path, the compiled path (its forward and backward compiled; compile time in

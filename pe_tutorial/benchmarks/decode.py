@@ -3,7 +3,9 @@
 A batch of sequences of different lengths decodes one token each: sequence
 ``b`` has ``offsets[b]`` tokens in its KV cache, so its new token sits at
 position ``offsets[b]``, which is both its RoPE angle and its row of the
-cache. Rows, interleaved in one run, all single calls, in two groups:
+cache. Rows, interleaved in one run and sampled alike (single calls, or the
+mean of several in a row where single calls stayed noisy; the table says
+which), in two groups:
 
 - the rotation of the new tokens' q and k (new outputs): ``apply_rope`` on q
   then on k, the fused eager path (cos and sin once), the compiled path, and
