@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("otter", reason="otter-grader is in the test extra")
 
@@ -868,3 +869,17 @@ def test_a_student_notebook_alone_off_colab_exports_a_zip(built, tmp_path):
     assert len(zips) == 1, sorted(p.name for p in folder.iterdir())
     with zipfile.ZipFile(zips[0]) as archive:
         assert "alibi.ipynb" in archive.namelist()
+
+
+def test_the_instructor_page_quotes_what_the_rotate_half_formula_writes():
+    """The page's number is the count ``check_rope_qk`` holds a student to, not a
+    typed one: the rotate-half formula's writes, in copies of q and k."""
+    from pe_tutorial import benchmarks
+    from pe_tutorial.checks.performance import ROPE_QK_BUDGET
+
+    q, k = torch.randn(2, 2, 4, 32, 16)
+    fn = benchmarks.peers.rotate_half(q, k, torch.arange(32), 1e4)
+    written = sum(n for _, n in benchmarks.tensors_written(fn)) / (2 * q.nbytes)
+    page = (ROOT / "book" / "instructors.md").read_text()
+    assert f"the rotate-half formula writes {written:.1f}," in page
+    assert written > ROPE_QK_BUDGET
