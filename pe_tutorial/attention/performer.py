@@ -73,7 +73,9 @@ def random_directions(
 def favor_features(
     x: torch.Tensor, directions: torch.Tensor, *, stabilise: str
 ) -> torch.Tensor:
-    """``phi(x)_r = exp(w_r . x - |x|^2 / 2 - c) / sqrt(m)``: ``(..., T, m)``.
+    """``phi(x)_f = exp(w_f . x - |x|^2 / 2 - c) / sqrt(F)``: ``(..., T, F)``, for
+    the ``F`` rows ``w_f`` of ``directions`` (chapter 6's names; the Performer
+    paper calls their number ``m``).
 
     ``c`` keeps ``exp`` in range and cancels in attention's ratio: the largest
     exponent of each row for queries (``stabilise="row"``), of the whole

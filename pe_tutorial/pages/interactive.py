@@ -433,7 +433,7 @@ def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
     pairs = [{"pair": i, "theta": float(t)} for i, t in enumerate(thetas)]
     log_length = alt.param(
         name="log_length",
-        value=11,
+        value=12,  # 4096, the training length chapter 6's text uses
         bind=alt.binding_range(min=4, max=17, step=0.5, name="log2 training length "),
     )
     y = alt.Y("wavelength:Q", scale=alt.Scale(type="log"), title="wavelength (tokens)")
