@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import gpu_agreement  # noqa: E402
 import gpu_evidence  # noqa: E402
+import gpu_summary  # noqa: E402
 import gpu_tests  # noqa: E402
 
 from pe_tutorial import benchmarks  # noqa: E402
@@ -125,7 +126,7 @@ def test_a_suite_the_record_step_never_reached_is_listed_as_not_recorded(tmp_pat
     (tmp_path / "bench-copy_sizes--cuda-x.json").write_text(
         json.dumps({"settings": {}, "command": "copy_sizes --processes 3"})
     )
-    states = gpu_evidence._suite_states(
+    states = gpu_summary.suite_states(
         tmp_path,
         [log, tmp_path / "never-written.log"],
         ["rope", "roofline", "train_step", "copy_sizes"],
@@ -246,7 +247,7 @@ def test_the_sanity_line_flags_a_gpu_copy_below_half_its_nominal_bandwidth(tmp_p
         [{**copy, "bandwidth_gb_s": 1800.0}, {"name": "rope", "bandwidth_gb_s": 100.0}],
     )
     record("roofline", None, [{**copy, "bandwidth_gb_s": 10.0}])  # a CPU record
-    lines = gpu_evidence.sanity_lines(tmp_path)
+    lines = gpu_summary.sanity_lines(tmp_path)
     assert len(lines) == 2
     # the largest copy of each record is the one held against the peak
     assert lines[0].startswith("copy_sizes: copy, 1.0 GiB moved at 4000 GB/s, 83%")
@@ -261,4 +262,4 @@ def test_the_sanity_line_flags_a_gpu_copy_below_half_its_nominal_bandwidth(tmp_p
         "sanity": lines,
         "ok": False,
     }
-    assert "BELOW 50%" in gpu_evidence.summary_text(summary)
+    assert "BELOW 50%" in gpu_summary.summary_text(summary)

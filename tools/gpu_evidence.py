@@ -46,7 +46,7 @@ short by its runner keeps what it finished::
     DIR/logs/*.log, DIR/logs/tests.xml  each step's output
 
 The sanity lines hold each record's largest copy against the device's
-nominal bandwidth: a copy below half of it (``SANITY_SHARE``) is flagged,
+nominal bandwidth: a copy below half of it (``gpu_summary.SANITY_SHARE``) is flagged,
 since every ratio to a copy rests on it (clocks held down, another job on
 the GPU, or a table with the wrong peak).
 
@@ -89,11 +89,19 @@ import subprocess
 import sys
 import tarfile
 import time
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))  # its steps and summary, when run as a script
+
+from gpu_summary import (  # noqa: E402
+    read_json,
+    sanity_lines,
+    suite_states,
+    summary_text,
+    test_counts,
+)
 
 # (step, its own budget in seconds), in the order they run; a step gets at
 # most what is left once the steps after it have RESERVE each
@@ -139,8 +147,6 @@ TICK_SECONDS = 20.0
 HAS_GPU_SECONDS = 60.0
 # a suite's timed rounds go on while a row is noisy up to this many seconds (on a GPU)
 SUITE_SECONDS = 10.0
-# a GPU copy below this share of the device's nominal bandwidth is flagged
-SANITY_SHARE = 0.5
 PEERS = ("transformers", "rotary-embedding-torch", "liger-kernel", "flash-attn")
 VERSIONS = ("torch", "triton", "numpy", "pytest", "hypothesis", *PEERS)
 
@@ -328,145 +334,6 @@ def _write_json(path: Path, document) -> None:
     os.replace(temporary, path)
 
 
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def summary_text(summary: dict) -> str:
-    """The summary as a few lines to read: device, versions, steps, checks,
-    suites, sanity, tests."""
-    device = summary.get("device") or {}
-    versions = (summary.get("environment") or {}).get("versions", {})
-    kind = "DRY RUN on the CPU (tiny sizes)" if summary["dry_run"] else "GPU run"
-    lines = [
-        f"GPU evidence, {kind}, started {summary['started']} "
-        f"({summary.get('seconds', 0):.0f} s of {summary['budget_s']:.0f})",
-        f"device: {device.get('name', '?')} ({device.get('device', '?')}"
-        + (f", capability {device['capability']}" if device.get("capability") else "")
-        + ")",
-        "versions: "
-        + ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None),
-        f"result: {'every step passed' if summary['ok'] else 'NOT every step passed'}",
-        "",
-        "steps:",
-    ]
-    for step in summary["steps"]:
-        detail = f" ({step['detail']})" if step.get("detail") else ""
-        lines.append(
-            f"  {step['name']:<18} {step['status']:<10} {step['seconds']:6.1f} s"
-            f" of {step['budget_s']:.0f}{detail}"
-        )
-    checks = summary.get("checks") or []
-    if checks:
-        failed = [c for c in checks if c["status"] == "failed"]
-        counts = {
-            s: sum(c["status"] == s for c in checks) for s in ("passed", "skipped")
-        }
-        lines += [
-            "",
-            f"agreement checks: {counts['passed']} passed, {len(failed)} failed, "
-            f"{counts['skipped']} skipped",
-        ]
-        lines += [f"  FAILED {c['name']}: {c['detail']}" for c in failed]
-    suites = summary.get("suites") or {}
-    if suites:
-        lines += ["", "suites:"]
-        lines += [f"  {name:<22} {state}" for name, state in sorted(suites.items())]
-    if summary.get("sanity"):
-        lines += ["", "sanity (copies against the device's nominal bandwidth):"]
-        lines += [f"  {line}" for line in summary["sanity"]]
-    tests = summary.get("tests")
-    if tests:
-        lines += [
-            "",
-            f"tests: {tests['passed']} passed, {tests['failed']} failed, "
-            f"{tests['skipped']} skipped, of {tests['selected']} selected",
-        ]
-        lines += [f"  FAILED {name}" for name in tests["failures"]]
-    if summary.get("skipped"):
-        lines += ["", "skipped here:"]
-        lines += [f"  - {what}" for what in summary["skipped"]]
-    return "\n".join(lines) + "\n"
-
-
-def _suite_states(results: Path, logs: list[Path], expected) -> dict[str, str]:
-    """Each suite's fate, from the files written and the record steps' output."""
-    text = "\n".join(log.read_text(errors="replace") for log in logs if log.is_file())
-    states = {}
-    for name in expected if isinstance(expected, list) else []:
-        states[name] = "NOT recorded (no step reached it: see logs/)"
-    for name in re.findall(r"^FAILED: (\w+): ", text, flags=re.M):
-        states[name] = "FAILED (see logs/)"
-    for path in sorted(results.glob("bench-*--*.json")):
-        name = path.name[len("bench-") :].split("--")[0]
-        document = _read_json(path) or {}
-        busy = document.get("busy")
-        if (document.get("settings") or {}).get("smoke"):
-            states[name] = "recorded, smoke run (not a measurement)"
-            continue
-        found = re.search(r"--processes (\d+)", document.get("command", ""))
-        processes = f" in {found.group(1)} processes" if found else ""
-        states[name] = f"recorded{processes}" + (
-            f", flagged busy: {busy}" if busy else ""
-        )
-    return states
-
-
-def sanity_lines(results: Path) -> list[str]:
-    """Each GPU record's largest copy against the device's nominal bandwidth,
-    flagged below ``SANITY_SHARE`` of it (every ratio to a copy rests on it)."""
-    lines = []
-    for path in sorted(results.glob("bench-*--*.json")):
-        document = _read_json(path) or {}
-        peak = (document.get("environment") or {}).get("peak_gb_s")
-        copies = [
-            row
-            for row in document.get("results", [])
-            if row.get("is_copy") and row.get("bandwidth_gb_s")
-        ]
-        if not peak or not copies:
-            continue
-        largest = max(copies, key=lambda row: row.get("bytes_moved") or 0)
-        share = largest["bandwidth_gb_s"] / peak
-        line = (
-            f"{document.get('suite', path.name)}: {largest['name']} at "
-            f"{largest['bandwidth_gb_s']:.0f} GB/s, {share:.0%} of the nominal "
-            f"{peak:.0f} GB/s"
-        )
-        if share < SANITY_SHARE:
-            line += (
-                f" -- BELOW {SANITY_SHARE:.0%}: clocks held down, another job on the "
-                "GPU, a copy too small to fill it, or a wrong nominal figure; read "
-                "this suite's ratios to its copy with care"
-            )
-        lines.append(line)
-    return lines
-
-
-def _test_counts(xml: Path) -> dict | None:
-    try:
-        root = ElementTree.parse(xml).getroot()
-    except (OSError, ElementTree.ParseError):
-        return None
-    cases = root.findall(".//testcase")
-    failures = [
-        f"{case.get('classname')}::{case.get('name')}"
-        for case in cases
-        if case.find("failure") is not None or case.find("error") is not None
-    ]
-    skipped = sum(case.find("skipped") is not None for case in cases)
-    return {
-        "selected": len(cases),
-        "failed": len(failures),
-        "skipped": skipped,
-        "passed": len(cases) - len(failures) - skipped,
-        "failures": failures,
-    }
-
-
 def _record_command(python: str, suites, results: Path, args, processes: int = 1):
     command = [python, "-m", "pe_tutorial.benchmarks", *suites, "--record"]
     command += ["--out", str(results)]
@@ -532,7 +399,7 @@ def run(args, started: float | None = None) -> int:
 
     def suites_so_far():
         expected = (summary["environment"] or {}).get("suites")
-        summary["suites"] = _suite_states(results, record_logs, expected)
+        summary["suites"] = suite_states(results, record_logs, expected)
         summary["sanity"] = sanity_lines(results)
 
     names = [name for name, _ in STEPS]
@@ -550,14 +417,14 @@ def run(args, started: float | None = None) -> int:
             on_tick=suites_so_far if recording else None,
         )
         if name == "environment":
-            summary["environment"] = _read_json(out / "environment.json")
+            summary["environment"] = read_json(out / "environment.json")
         elif name == "agreement":
-            agreement = _read_json(out / "agreement.json") or {}
+            agreement = read_json(out / "agreement.json") or {}
             summary["device"] = agreement.get("device")
             summary["checks"] = agreement.get("checks", [])
             summary["skipped"] += agreement.get("skipped", [])
         elif name == "tests":
-            summary["tests"] = _test_counts(evidence.logs / "tests.xml")
+            summary["tests"] = test_counts(evidence.logs / "tests.xml")
         evidence.write()
     if args.dry_run:
         summary["skipped"] += [
