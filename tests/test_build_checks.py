@@ -302,3 +302,37 @@ def test_the_cdn_paths_are_the_vendored_files():
 @needs_make
 def test_make_test_checks_the_notebook_figures():
     assert "tools/check_notebook_figures.py --install" in dry_run("test")
+
+
+PHONE_PAGE = """<!DOCTYPE html><html><head>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="margin:0"><main><article>
+<p>Some text that wraps at any width, as a paragraph should.</p>
+%s
+</article></main></body></html>"""
+
+
+@pytest.mark.skipif(check_pages.find_browser() is None, reason="needs Chromium")
+def test_the_phone_check_finds_what_sticks_out_at_390_px(tmp_path):
+    """A seeded wide equation (a box 600 px wide that does not scroll), a figure
+    shrunk until its text is unreadable, and the same content made to fit."""
+    import phone_check
+    from PIL import Image
+
+    Image.new("RGB", (800, 400), "white").save(tmp_path / "figure.png")
+    wide = '<div class="math" style="width:600px">a wide equation</div>'
+    shrunk = '<figure><img src="figure.png" style="max-width:100%"></figure>'
+    boxed = (
+        '<div style="overflow-x:auto"><div style="width:600px">a wide one</div></div>'
+        '<figure style="overflow-x:auto"><img src="figure.png" style="width:560px">'
+        "</figure>"
+    )
+    browser = check_pages.find_browser()
+    found = {}
+    for name, body in (("bad", wide + shrunk), ("good", boxed)):
+        page = tmp_path / f"{name}.html"
+        page.write_text(PHONE_PAGE % body)
+        found[name] = phone_check.problems(phone_check.layout(browser, page))
+    assert any("sticks out" in p and "a wide equation" in p for p in found["bad"])
+    assert any(p.startswith("phone: figure text") for p in found["bad"])
+    assert found["good"] == [], found["good"]

@@ -16,7 +16,10 @@ For each page of the book (``index.html`` and ``book/*.html``):
   id ``pe-vis-...``) rendered: Vega put an ``<svg>`` or a ``<canvas>`` in it;
 - no request left the page: Chromium runs with every host name unresolvable,
   so a script, style or image fetched from the network fails to load, and the
-  failure is a console error.
+  failure is a console error;
+- the page reads on a phone: loaded in a true 390 px viewport, nothing sticks
+  out of the column unless it scrolls in its own box, display math keeps its
+  tall glyphs, and figure text stays over 9 px (``tools/phone_check.py``).
 
 With ``--install`` (as ``make check-pages`` runs it), a missing browser is
 installed first: Debian's ``chromium`` package through ``apt-get``, as root or
@@ -38,6 +41,8 @@ from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+import phone_check
 
 ROOT = Path(__file__).resolve().parent.parent
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -239,6 +244,7 @@ def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[st
         ):
             problems.append(f"link to a missing anchor: {href}")
     problems.extend(interactive_problems(static, dom))
+    problems.extend(phone_check.problems(phone_check.layout(browser, page)))
     for message, source in console:
         if CONSOLE_ERROR.match(message):
             problems.append(f"console error: {message} ({source})")

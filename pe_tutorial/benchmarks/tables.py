@@ -24,7 +24,7 @@ from ..memory import PEAK_METHOD
 # a row: a ``timing.Timing`` (timing imports this module, not the reverse)
 Timing = Any
 
-__all__ = ["NOISY_SPREAD", "TABLE_WIDTH", "format_table", "sampling_text"]
+__all__ = ["NOISY_SPREAD", "TABLE_WIDTH", "format_ms", "format_table", "sampling_text"]
 
 # A row whose interquartile range, or whose processes' medians, spread over more
 # than this fraction of its median is marked.
@@ -42,10 +42,11 @@ def _shape_text(shapes: dict) -> str:
 
 def _mib(nbytes: int) -> str:
     """Bytes as MiB with three significant digits or so: 0.250, 1.50, 64.0, 512."""
-    return _ms(nbytes / 2**20)
+    return format_ms(nbytes / 2**20)
 
 
-def _ms(value: float) -> str:
+def format_ms(value: float) -> str:
+    """Milliseconds with about three significant digits: 0.152, 3.96, 36.2, 149."""
     if value >= 100:
         return f"{value:.0f}"
     if value >= 10:
@@ -204,7 +205,7 @@ class _Columns:
     def row(self, t: Timing) -> list[str]:
         q1, q3 = t.quartiles_ms
         name = t.name + (" *" if t.noisy else "")
-        row = [name, _ms(t.median_ms), f"{_ms(q1)}-{_ms(q3)}"]
+        row = [name, format_ms(t.median_ms), f"{format_ms(q1)}-{format_ms(q3)}"]
         bandwidth = t.bandwidth_gb_s
         if self.bandwidth:
             row.append("" if bandwidth is None else f"{bandwidth:.1f}")

@@ -61,7 +61,7 @@ from ..devices import (
     synchronize,
 )
 from ..memory import peak_memory, tensors_written
-from .tables import NOISY_SPREAD, TABLE_WIDTH, _ms, format_table
+from .tables import NOISY_SPREAD, TABLE_WIDTH, format_ms, format_table
 
 __all__ = [
     "NOISY_SPREAD",
@@ -531,7 +531,7 @@ def noise_text(t: Timing) -> str:
     if medians and len(medians) > 1:
         parts.append(
             f"its {len(medians)} processes' medians "
-            f"{_ms(min(medians))}-{_ms(max(medians))} ms"
+            f"{format_ms(min(medians))}-{format_ms(max(medians))} ms"
         )
     return "; ".join(parts)
 
