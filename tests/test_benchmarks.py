@@ -515,6 +515,12 @@ def test_a_noisy_row_is_never_the_fastest_nor_judged_against_a_target():
         ]
     )
     fast = result.timing("compiled, new outputs")
+    # a compiled peer is a peer: never the package's fastest row
+    from pe_tutorial.benchmarks.rope import COMPILED_HF, is_peer
+
+    assert is_peer(COMPILED_HF) and not is_peer("compiled, new outputs")
+    with_peer = _rope_result([("fused, in place", 15.0, 10.0), (COMPILED_HF, 5.0, 9.0)])
+    assert fastest_own(with_peer).name == "fused, in place"
     fast.process_medians_ms = [8.0, 12.0, 20.0]  # its processes disagree
     assert fastest_own(result).name == "fused, in place"
     assert fastest_own(result, allocates=True).name == "fused: q and k, cos/sin once"

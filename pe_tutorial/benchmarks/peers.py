@@ -92,6 +92,8 @@ def transformers_llama(q, k, positions, base) -> Callable[[], object]:
         return llama.apply_rotary_pos_emb(q_hf, k_hf, cos, sin)
 
     call.layout_text = HF_LAYOUT
+    # what the rope suite compiles for its compiled row of this peer
+    call.function, call.arguments = llama.apply_rotary_pos_emb, (q_hf, k_hf, cos, sin)
     return call
 
 

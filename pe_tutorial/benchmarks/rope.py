@@ -4,7 +4,8 @@ Rows, interleaved in one run: the dense matrix per token (the naive form, only
 where it is small enough), ``apply_rope`` on q then k, the fused eager path
 (q and k together, cos and sin once), the same in place, the compiled path and
 the Triton kernel (on CUDA), then the peers (``peers.PEERS``) that are
-installed, and copies of the same bytes. Every row is checked against
+installed, transformers' function compiled too (``COMPILED_HF``: compiled
+against compiled), and copies of the same bytes. Every row is checked against
 ``apply_rope`` before it is timed, and one call of each is measured for the
 most memory it holds (``peak MiB``; ``memory.peak_memory``).
 
@@ -14,10 +15,12 @@ tables read once: ``4 * q.nbytes + T * R * 4``.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
 
+from ..devices import synchronize
 from ..encodings import fused_rope, rope_triton
 from ..encodings.rope import apply_rope, apply_rope_matrix
 from . import peers
@@ -51,6 +54,15 @@ WRITES_INTO_GIVEN = frozenset(
         "compiled, into given outputs",
     }
 )
+
+
+# transformers' function compiled as the package's compiled rows are
+COMPILED_HF = "transformers apply_rotary_pos_emb, compiled"
+
+
+def is_peer(name: str) -> bool:
+    """Whether the row called ``name`` is another library's (compiled or not)."""
+    return name in peers.PEERS or name == COMPILED_HF
 
 
 def writes_into_given(name: str) -> bool:
@@ -181,6 +193,31 @@ def _compiled_cases(x: _Inputs, notes: list[str]) -> list[Case]:
     return cases
 
 
+def _compiled_peer_case(x: _Inputs, notes: list[str]) -> list[Case]:
+    """transformers' function compiled by ``torch.compile``, as the package's
+    compiled rows are: compiled against compiled, in Hugging Face's layout."""
+    try:
+        build = peers.transformers_llama(x.q, x.k, x.positions, x.base)
+    except peers.PeerUnavailable as why:
+        notes.append(f"{COMPILED_HF}: skipped, {why}")
+        return []
+    compiled = torch.compile(build.function, dynamic=False)
+    args = build.arguments
+    before = compile_counts()
+    start = time.perf_counter()
+    try:
+        compiled(*args)
+    except RuntimeError as error:
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        notes.append(f"{COMPILED_HF}: skipped, torch.compile failed ({first})")
+        return []
+    synchronize(x.q.device)
+    notes.append(compile_note(COMPILED_HF, time.perf_counter() - start, before))
+    case = _checked_case(COMPILED_HF, lambda: compiled(*args), x.expected, x.q.dtype)
+    case.shapes = {"layout": build.layout_text}
+    return [case]
+
+
 def _triton_case(x: _Inputs, notes: list[str]) -> list[Case]:
     """The hand-written Triton kernel, on CUDA GPUs that can run it in this dtype.
 
@@ -250,6 +287,8 @@ def rope_suite(
     cases += _triton_case(x, notes)
     if include_peers:
         cases += _peer_cases(x, notes)
+        if compiled:
+            cases += _compiled_peer_case(x, notes)
     nbytes = 4 * x.q.numel() * x.q.element_size() + shape[2] * shape[3] * 4
     dtype_name = str(dtype).replace("torch.", "")
     for case in cases:
@@ -284,7 +323,7 @@ def fastest_own(result, *, allocates: bool | None = None) -> object:
         t
         for t in result.timings
         if not t.is_copy
-        and t.name not in peers.PEERS
+        and not is_peer(t.name)
         and (allocates is None or t.allocates == allocates)
     ]
     if not own:
@@ -308,7 +347,7 @@ def noisy_own(result, *, allocates: bool | None = None) -> list:
         for t in result.timings
         if t.noisy
         and not t.is_copy
-        and t.name not in peers.PEERS
+        and not is_peer(t.name)
         and (allocates is None or t.allocates == allocates)
     ]
 
@@ -356,7 +395,7 @@ def check_targets(result) -> list[str]:
             f"target: at least {target['of_copy']:.0%} of the copy's bandwidth; "
             f"measured {share:.0%}{verdict(met)}"
         )
-        own_peers = [t for t in result.timings if t.name in peers.PEERS]
+        own_peers = [t for t in result.timings if is_peer(t.name)]
         try:  # like with like: each peer against the fastest row of its kind
             mine = {kind: fastest_own(result, allocates=kind) for kind in (True, False)}
         except ValueError as error:
