@@ -332,7 +332,8 @@ def test_the_phone_check_finds_what_sticks_out_at_390_px(tmp_path):
     for name, body in (("bad", wide + shrunk), ("good", boxed)):
         page = tmp_path / f"{name}.html"
         page.write_text(PHONE_PAGE % body)
-        found[name] = phone_check.problems(phone_check.layout(browser, page))
+        report = phone_check.layout(check_pages.render, browser, page)
+        found[name] = phone_check.problems(report)
     assert any("sticks out" in p and "a wide equation" in p for p in found["bad"])
     assert any(p.startswith("phone: figure text") for p in found["bad"])
     assert found["good"] == [], found["good"]

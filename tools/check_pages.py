@@ -244,7 +244,7 @@ def check_page(browser: str, site: Path, page: Path, ids_cache: dict) -> list[st
         ):
             problems.append(f"link to a missing anchor: {href}")
     problems.extend(interactive_problems(static, dom))
-    problems.extend(phone_check.problems(phone_check.layout(browser, page)))
+    problems.extend(phone_check.problems(phone_check.layout(render, browser, page)))
     for message, source in console:
         if CONSOLE_ERROR.match(message):
             problems.append(f"console error: {message} ({source})")

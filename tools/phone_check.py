@@ -21,9 +21,9 @@ the inner one's layout once MathJax has drawn it. It reports:
 
 from __future__ import annotations
 
+import html
 import json
 import re
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -34,10 +34,11 @@ MIN_TEXT_PX = 9.0
 # every figure to at least 10 pt) and the resolution figures are saved at
 MIN_TEXT_PT = 10.0
 FIGURE_DPI = 100.0
+# how long the probe waits after the page loaded (MathJax, the figures' script)
+WAIT_MS = 6000
 
 PROBE = """
 (function () {
-  var WIDTH = %(width)d;
   function finish(result) {
     var pre = document.createElement("pre");
     pre.id = "phone-report";
@@ -121,41 +122,24 @@ WRAPPER = (
 REPORT = re.compile(r'<pre id="phone-report">(.*?)</pre>', re.S)
 
 
-def layout(browser: str, page: Path, *, width: int = PHONE_WIDTH, wait_ms: int = 6000):
+def layout(render, browser: str, page: Path, *, width: int = PHONE_WIDTH):
     """What the probe read of ``page`` in a viewport ``width`` px wide (a dict),
-    or None when the browser returned no report."""
-    probe = PROBE % {"width": width, "wait": wait_ms}
+    or None when the browser returned no report. ``render`` is
+    ``check_pages.render``: the same Chromium, offline, that dumps the DOM
+    after scripts ran (its virtual time outlasts the probe's wait)."""
+    probe = PROBE % {"wait": WAIT_MS}
     with tempfile.TemporaryDirectory() as folder:
         wrapper = Path(folder) / "phone.html"
         wrapper.write_text(
             WRAPPER % {"url": page.resolve().as_uri(), "width": width, "probe": probe}
         )
-        done = subprocess.run(
-            [
-                browser,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-                f"--user-data-dir={folder}/profile",
-                "--allow-file-access-from-files",
-                "--host-resolver-rules=MAP * ~NOTFOUND",
-                "--window-size=500,1000",
-                f"--virtual-time-budget={wait_ms + 15000}",
-                "--dump-dom",
-                wrapper.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        dom, _ = render(
+            browser,
+            wrapper,
+            extra=("--allow-file-access-from-files", "--window-size=500,1000"),
         )
-    found = REPORT.search(done.stdout)
-    if not found:
-        return None
-    text = found.group(1).replace("&quot;", '"').replace("&lt;", "<")
-    return json.loads(text.replace("&gt;", ">").replace("&amp;", "&"))
+    found = REPORT.search(dom)
+    return None if found is None else json.loads(html.unescape(found.group(1)))
 
 
 def problems(report: dict | None) -> list[str]:
