@@ -395,7 +395,8 @@ def run(args, started: float | None = None) -> int:
     )
     summary = evidence.summary
     commands = step_commands(args, out, evidence)
-    record_logs = [evidence.logs / f"{name}.log" for name, _ in STEPS]
+    recording_steps = [n for n, _ in STEPS if n.startswith(("record", "repeat"))]
+    record_logs = [evidence.logs / f"{name}.log" for name in recording_steps]
 
     def suites_so_far():
         expected = (summary["environment"] or {}).get("suites")
@@ -407,7 +408,7 @@ def run(args, started: float | None = None) -> int:
         later = len(names) - index - 1
         # the dry run's tests: those skipped for want of a GPU alone (quick)
         marked = {"GPU_EVIDENCE_TESTS": "marked"} if args.dry_run else {}
-        recording = name.startswith(("record", "repeat"))
+        recording = name in recording_steps
         evidence.step(
             name,
             commands[name],

@@ -319,13 +319,7 @@ def fastest_own(result, *, allocates: bool | None = None) -> object:
     noisy is left out (its median says nothing, so it cannot be the fastest);
     ``noisy_own`` lists what was left out. ValueError if no row remains.
     """
-    own = [
-        t
-        for t in result.timings
-        if not t.is_copy
-        and not is_peer(t.name)
-        and (allocates is None or t.allocates == allocates)
-    ]
+    own = _own_rows(result, allocates)
     if not own:
         raise ValueError(
             f"no row of the package's own with allocates={allocates} in this run"
@@ -342,11 +336,15 @@ def fastest_own(result, *, allocates: bool | None = None) -> object:
 
 def noisy_own(result, *, allocates: bool | None = None) -> list:
     """The package's own rows that ``fastest_own`` leaves out as noisy."""
+    return [t for t in _own_rows(result, allocates) if t.noisy]
+
+
+def _own_rows(result, allocates: bool | None) -> list:
+    """The package's own rows (not a peer, not a copy), of one kind if asked."""
     return [
         t
         for t in result.timings
-        if t.noisy
-        and not t.is_copy
+        if not t.is_copy
         and not is_peer(t.name)
         and (allocates is None or t.allocates == allocates)
     ]
