@@ -161,3 +161,25 @@ def test_a_family_corrects_its_claims_together_and_glues_each(monkeypatch):
     assert "among the 2 claims of 'the test's claims'" in glued["rope_t5_verdict"]
     with pytest.raises(ValueError, match="is closed"):
         claims.add("late", alone)
+
+
+def test_a_family_reads_claims_from_a_record_and_settles_them(monkeypatch, capsys):
+    from pe_tutorial.lm import run_verdicts
+
+    glued = {}
+    monkeypatch.setattr(run_verdicts, "glue", lambda k, v: glued.__setitem__(k, v))
+    record, rope, t5 = _results(), _entry("rope", 0.1), _entry("t5", 0.0)
+    claims = run_verdicts.Family("read from a record")
+    compared = claims.compare("rope_t5", record, rope, t5, 128)
+    assert compared == run_verdict(record, rope, t5, 128, label="rope_t5")
+    across = claims.compare("rope_256_t5", record, rope, t5, 256, length_b=128)
+    assert across == run_verdict(
+        record, rope, t5, 256, length_b=128, label="rope_256_t5"
+    )
+    moved = claims.change("rope_rise", record, rope, 128, 256)
+    assert moved == length_verdict(record, rope, 128, 256, label="rope_rise")
+    assert moved.difference == pytest.approx(0.2)
+    assert claims.settle() is claims
+    printed = capsys.readouterr().out
+    assert printed.startswith("family 'read from a record': 3 claims, Holm-corrected")
+    assert claims["rope_rise"].family_size == 3 and "rope_rise_verdict" in glued

@@ -32,6 +32,10 @@ glues each claim's difference and verdict from it::
     claims.close()          # Holm across every claim added
     claims["fr_lg_rope"].real
     claims.glue()           # fr_lg_rope_gap, fr_lg_rope_verdict, ...
+
+or, reading entries of one record, ``claims.compare(key, record, a, b, length)``
+and ``claims.change(key, record, entry, start, stop)`` add the claims, and
+``claims.settle()`` closes, glues and prints the family (chapter 11).
 """
 
 from __future__ import annotations
@@ -218,6 +222,35 @@ class Family:
             raise TypeError(f"add a Verdict, not {type(verdict).__name__}")
         self._claims[key] = verdict
         return verdict
+
+    def compare(
+        self,
+        key: str,
+        record: dict,
+        a: dict,
+        b: dict,
+        length: int,
+        *,
+        length_b: int | None = None,
+    ) -> Verdict:
+        """Add the claim ``a - b`` at ``length`` (``b`` at ``length_b``), read from
+        ``record`` with ``entry_verdict`` (per segment and file where it can)."""
+        verdict = entry_verdict(record, a, b, length, length_b=length_b, label=key)
+        return self.add(key, verdict)
+
+    def change(
+        self, key: str, record: dict, entry: dict, start: int, stop: int
+    ) -> Verdict:
+        """Add the claim that one model moves from ``start`` to ``stop`` (stop minus
+        start, the same seeds and segments read at two lengths)."""
+        return self.add(key, length_verdict(record, entry, start, stop, label=key))
+
+    def settle(self) -> Family:
+        """Close the family, glue every claim and print the family's table: what a
+        chapter's cell does once all of a section's claims are added."""
+        self.glue()
+        print(self.table())
+        return self
 
     def close(self) -> dict[str, Verdict]:
         if self._closed is None:
