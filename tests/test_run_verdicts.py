@@ -183,3 +183,18 @@ def test_a_family_reads_claims_from_a_record_and_settles_them(monkeypatch, capsy
     printed = capsys.readouterr().out
     assert printed.startswith("family 'read from a record': 3 claims, Holm-corrected")
     assert claims["rope_rise"].family_size == 3 and "rope_rise_verdict" in glued
+
+
+def test_a_family_of_one_claim_is_named_in_the_singular():
+    from pe_tutorial.lm import run_verdicts
+
+    alone = run_verdicts.Family("one question")
+    alone.add(
+        "rope_t5",
+        run_verdict(_results(), _entry("rope", 0.1), _entry("t5", 0.0), 128, label="x"),
+    )
+    assert alone.table().startswith("family 'one question': 1 claim, Holm-corrected")
+    assert "among the 1 claim of 'one question'" in run_verdicts.phrase(
+        alone["rope_t5"]
+    )
+    assert "'one question' of 1 claim)" in alone["rope_t5"].words

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..lm.findings import mean_at
 from ..lm.run_verdicts import brief, entry_verdict, length_verdict, scalar_verdict
-from ..lm.verdicts import Verdict, verdict_family
+from ..lm.verdicts import Verdict, claim_count, verdict_family
 from .results import SECTIONS, format_rows, summarise
 from .run_files import (
     ViewError,
@@ -83,7 +83,7 @@ def _family(name: str, claims: list[tuple[str, Verdict]]) -> list[str]:
     if not claims:
         return []
     verdicts = verdict_family(name, [v for _, v in claims])
-    lines = [f"  (family '{name}': {len(verdicts)} claims, Holm-corrected)"]
+    lines = [f"  (family '{name}': {claim_count(len(verdicts))}, Holm-corrected)"]
     width = max(len(label) for label, _ in claims)
     for (label, _), verdict in zip(claims, verdicts):
         lines.append(f"  {label:{width}}  {brief(verdict)}")

@@ -41,7 +41,7 @@ and ``claims.change(key, record, entry, start, stop)`` add the claims, and
 from __future__ import annotations
 
 from ..pages.glue import glue
-from .verdicts import Verdict, paired_verdict, verdict_family
+from .verdicts import Verdict, claim_count, paired_verdict, verdict_family
 
 __all__ = [
     "Family",
@@ -278,7 +278,7 @@ class Family:
         width = max((len(key) for key in closed), default=0)
         rests = {_rests(v) for v in closed.values()}
         shared = rests.pop() if len(rests) == 1 else None
-        head = f"family '{self.name}': {len(closed)} claims, Holm-corrected"
+        head = f"family '{self.name}': {claim_count(len(closed))}, Holm-corrected"
         lines = [head + (f"; each {shared}" if shared else "")]
         for key, v in closed.items():
             if v.n < 2:
@@ -317,8 +317,8 @@ def phrase(verdict: Verdict) -> str:
         p = f"p = {verdict.p:.2g}, uncorrected"
     else:
         p = (
-            f"Holm p = {verdict.p_adjusted:.2g} among the {verdict.family_size} "
-            f"claims of '{verdict.family}'"
+            f"Holm p = {verdict.p_adjusted:.2g} among the "
+            f"{claim_count(verdict.family_size)} of '{verdict.family}'"
         )
     return (
         f"{verdict.conclusion}: {verdict.level * 100:g}% interval "

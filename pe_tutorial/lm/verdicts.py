@@ -56,6 +56,11 @@ __all__ = [
 ALPHA = 0.05
 
 
+def claim_count(count: int) -> str:
+    """``"1 claim"`` or ``"12 claims"``: a family's size as the page prints it."""
+    return f"{count} claim" if count == 1 else f"{count} claims"
+
+
 def _incomplete_beta_fraction(a: float, b: float, x: float) -> float:
     """The continued fraction of the regularised incomplete beta function (modified
     Lentz's method); converges fast for ``x < (a + 1) / (a + b + 2)``."""
@@ -175,7 +180,7 @@ class Verdict:
         else:
             p = (
                 f"Holm-adjusted p = {self.p_adjusted:.2g} in the family "
-                f"'{self.family}' of {self.family_size} claims"
+                f"'{self.family}' of {claim_count(self.family_size)}"
             )
         return (
             f"{self.label}: {self.difference:+.3f} ({interval}; {self.method}; "
