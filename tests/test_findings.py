@@ -14,7 +14,6 @@ from pe_tutorial.lm.findings import (
     change,
     compare,
     find,
-    glue_gap,
     language_entry,
     mean_at,
     paired_change,
@@ -145,15 +144,6 @@ def test_language_entry_defaults_to_the_plain_variant():
     assert language_entry(results, "a") is fast
 
 
-def test_glue_gap_glues_the_difference_and_its_verdict():
-    from pe_tutorial.pages.glue import GLUED
-
-    gap = glue_gap("a_b", A, B, 4)
-    assert gap == compare(A, B, 4)
-    assert GLUED["a_b_gap"] == pytest.approx(-0.4)
-    assert GLUED["a_b_verdict"] == "beyond the seeds' spread"
-
-
 # one seed (the quick preset): a std of 0 for want of a second run, not agreement
 ONE_A = entry("a", [(2.0, 2.1)], train_split=[1.9])
 ONE_B = entry("b", [(2.5, 2.9)])
@@ -189,14 +179,6 @@ def test_two_seeds_or_more_keep_the_rule():
     for n in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="n .the seeds behind the gap."):
             Gap(0.1, 0.1, n)
-
-
-def test_glue_gap_on_one_seed_glues_that_there_is_no_verdict():
-    from pe_tutorial.pages.glue import GLUED
-
-    gap = glue_gap("one_a_b", ONE_A, ONE_B, 4)
-    assert gap.n == 1
-    assert GLUED["one_a_b_verdict"] == ONE_SEED
 
 
 def test_a_constant_difference_has_a_zero_width_interval_at_it():

@@ -1,15 +1,19 @@
-"""Reading a recorded experiment (chapter 9): entries by name, and gaps weighed against the seeds.
+"""Reading a recorded experiment (chapter 9): entries by name, means and spreads.
 
 A results dict of ``pe_tutorial.experiments`` holds sections of entries; each
 entry has per-seed ``runs`` and a ``summary`` per length (``mean``, sample
-``std``, ``n``). The chapter states a ranking only when it survives the seeds'
-spread, so every comparison here goes through one rule:
+``std``, ``n``). The functions here find entries and read their numbers.
+
+Verdicts do not come from here: the book's verdicts are ``lm.run_verdicts``
+(paired by seed, files resampled, Holm across a named family). What stays is
+the third edition's *spread rule*, which chapter 9 shows as a contrast
+("What the earlier rules said") and whose error rates it simulates
+(``spread_rule_rates``):
 
     A and B differ when |mean_A - mean_B| > std_A + std_B,
 
-that is, when the bars mean ± std of the two do not overlap (the error bars of
-chapter 9's figures). Otherwise the two are *within noise* of each other.
-With three seeds this is a plain, visible rule rather than a significance test.
+that is, when the bars mean ± std of the two do not overlap. It does not pair
+the seeds, so it can call a gap that every seed shows "within noise".
 
 The rule needs a spread, so it needs two seeds or more. One seed (the quick
 preset) has a std of 0 because there is nothing to spread, not because runs
@@ -31,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import require_positive_int
-from ..pages.glue import glue
 
 __all__ = [
     "ONE_SEED",
@@ -49,7 +52,6 @@ __all__ = [
     "paired_change",
     "train_gap",
     "position_mean",
-    "glue_gap",
     "mean_and_std",
     "spread_rule_rates",
 ]
@@ -337,19 +339,6 @@ def spread_rule_rates(
             raise ValueError(f"a difference must be finite, got {difference!r}")
         rates[float(difference)] = float((np.abs(gap + difference) > spread).mean())
     return rates
-
-
-def glue_gap(name: str, a: dict, b: dict, length: int) -> Gap:
-    """``compare(a, b, length)``, glued for the prose as ``NAME_gap`` and ``NAME_verdict``.
-
-    The sentence then quotes the difference and says whether it is beyond the
-    seeds' spread or within noise, from the same computation (chapter 9); on
-    one seed the verdict glued is ``ONE_SEED``.
-    """
-    gap = compare(a, b, length)
-    glue(f"{name}_gap", gap.difference)
-    glue(f"{name}_verdict", gap.verdict)
-    return gap
 
 
 @dataclass(frozen=True)
