@@ -55,6 +55,7 @@ from .attention.linear_attention import linear_attention
 from .attention.local_global import layer_frequencies, layer_types, sliding_window_mask
 from .attention.performer import performer_attention
 from .attention.position_scheme import NoPositionScheme, PositionScheme
+from .attention.rotated_cache import RotatedKeyCache
 from .attention.schemes import (
     AbsoluteScheme,
     ALiBiScheme,
@@ -343,6 +344,7 @@ __all__ = [
     "rolling_cache",
     "rolling_cache_losses",
     "RollingCache",
+    "RotatedKeyCache",
     "rope_angles",
     "rope_cos_sin",
     "rope_decay_curve",

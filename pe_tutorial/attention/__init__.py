@@ -13,6 +13,8 @@
                         query scale (chapter 11)
 - ``streaming``         StreamingLLM's rolling cache with attention sinks, the model-level
                         switch; gpt-oss's learned sinks (chapter 11)
+- ``rotated_cache``     a decoder's cache of rotated keys; LongRoPE's switch to the
+                        long list recomputed, refused or kept (Phi-3, chapter 11)
 - ``latent_attention``  DeepSeek's latent attention with decoupled RoPE (chapter 11)
 - ``linear_attention``, ``performer``  linear attention and FAVOR+ with RoPE (chapter 6)
 - ``equivariance``      why attention needs positions, and why RNNs and convolutions
