@@ -146,20 +146,24 @@ def test_position_ids_equal_qwen2_vl_get_rope_index():
 
 
 def test_position_ids_of_text_a_video_and_text():
-    ids = mrope_position_ids([("text", 2), ("video", (3, 1, 2)), ("text", 2)])
+    segments = [("text", 2), ("video", (3, 1, 2)), ("text", 2)]
+    ids = mrope_position_ids(segments)
     # the video at n = 2: frame f has t = 2 + f, h = 2 + row, w = 2 + column;
-    # text resumes at 2 + max(1, 2) = 4, the last frame's own t
+    # text resumes one past the largest id, 2 + 3 = 5 (Qwen's released code)
     assert ids.tolist() == [
-        [0, 1, 2, 2, 3, 3, 4, 4, 4, 5],
-        [0, 1, 2, 2, 2, 2, 2, 2, 4, 5],
-        [0, 1, 2, 3, 2, 3, 2, 3, 4, 5],
+        [0, 1, 2, 2, 3, 3, 4, 4, 5, 6],
+        [0, 1, 2, 2, 2, 2, 2, 2, 5, 6],
+        [0, 1, 2, 3, 2, 3, 2, 3, 5, 6],
     ]
-    # Qwen's released code resumes one past the largest id: 2 + 3 = 5
-    past_max = mrope_position_ids(
-        [("text", 2), ("video", (3, 1, 2)), ("text", 2)], text_resumes="past_max"
+    # transformers 5 resumes at 2 + max(1, 2) = 4, the last frame's own t
+    spatial = mrope_position_ids(segments, text_resumes="spatial")
+    assert spatial[:, :8].equal(ids[:, :8])
+    assert spatial[:, 8:].tolist() == [[4, 5]] * 3
+    # after an image the two rules agree
+    image = [("text", 2), ("image", (2, 3)), ("text", 2)]
+    assert mrope_position_ids(image).equal(
+        mrope_position_ids(image, text_resumes="spatial")
     )
-    assert past_max[:, :8].equal(ids[:, :8])
-    assert past_max[:, 8:].tolist() == [[5, 6]] * 3
 
 
 def test_time_tied_ids_of_qwen2_5_vl_docstring_example():
@@ -217,7 +221,8 @@ def test_video_position_ids_equal_qwen2_vl_get_rope_index():
     model = rope_index_model(hf.Qwen2VLModel)
     for segments in (MIXED, MIXED[1:], [("video", (3, 2, 2)), ("text", 2)]):
         expected = hf_ids(hf.Qwen2VLModel, model, segments)
-        assert torch.equal(mrope_position_ids(segments), expected)
+        ours = mrope_position_ids(segments, text_resumes="spatial")
+        assert torch.equal(ours, expected)
 
 
 @pytest.mark.parametrize(
@@ -239,10 +244,12 @@ def test_time_tied_position_ids_equal_qwen2_5_vl_get_rope_index(rate, seconds):
     expected = hf_ids(
         hf.Qwen2_5_VLModel, model, MIXED, second_per_grid_ts=torch.tensor(seconds)
     )
-    ours = mrope_position_ids(MIXED, tokens_per_second=rate, seconds_per_frame=seconds)
+    ours = mrope_position_ids(
+        MIXED, tokens_per_second=rate, seconds_per_frame=seconds, text_resumes="spatial"
+    )
     assert torch.equal(ours, expected)
     # Qwen2-VL's frame index is not this (the time ids differ, h and w do not)
-    frames = mrope_position_ids(MIXED)
+    frames = mrope_position_ids(MIXED, text_resumes="spatial")
     assert not torch.equal(frames[0], ours[0]) and torch.equal(frames[1:], ours[1:])
 
 
@@ -269,5 +276,5 @@ def test_bad_video_segments_are_named():
         mrope_position_ids(
             [("video", (2, 2, 2))], tokens_per_second=2, seconds_per_frame=[-1.0]
         )
-    with pytest.raises(ValueError, match="text_resumes must be 'spatial'"):
+    with pytest.raises(ValueError, match="text_resumes must be 'past_max'"):
         mrope_position_ids([("text", 2)], text_resumes="max")

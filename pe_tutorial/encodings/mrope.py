@@ -15,9 +15,12 @@ at ``n`` counts its frames on the time axis: frame ``f`` has ``t = n + f``
 (Qwen2-VL), or, with Qwen2.5-VL's time-tied ids, ``t = n + floor(f * r * s)``
 for ``r`` = ``tokens_per_second`` and ``s`` the seconds one frame spans
 (transformers' ``second_per_grid_ts``), so that the temporal id counts time,
-not frames. Text after a video resumes at ``n + max(H, W)`` as in
-transformers' ``get_rope_index``; Qwen's released code resumed one past the
-largest id on any axis (``text_resumes="past_max"``).
+not frames. Text after a video resumes one past the largest id on any axis,
+as in Qwen's released code, with which the models were trained
+(``text_resumes="past_max"``, the default); transformers 5's ``get_rope_index``
+resumes at ``n + max(H, W)``, the rule for images (``text_resumes="spatial"``).
+The two differ only after a video whose time ids reach past its rows and
+columns.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def mrope_position_ids(
     *,
     tokens_per_second: float | None = None,
     seconds_per_frame: Sequence[float] | None = None,
-    text_resumes: Literal["spatial", "past_max"] = "spatial",
+    text_resumes: Literal["past_max", "spatial"] = "past_max",
 ) -> torch.Tensor:
     """The ``(3, T)`` positions (time, height, width) of text, images and videos.
 
@@ -92,16 +95,18 @@ def mrope_position_ids(
     multiples in float32 as transformers computes them.
 
     Text counts on from where the last part ended: one past the previous text
-    token, or, after an image or video at ``n``, ``n + max(rows, columns)``
-    (``text_resumes="spatial"``, transformers' rule) or one past the largest id
-    of the part on any axis (``"past_max"``, the rule of Qwen's released code,
-    which differs only after a video whose time ids reach past its rows and
-    columns).
+    token, or, after an image or video, one past the largest id of the part on
+    any axis (``text_resumes="past_max"``, the default: Qwen's released code,
+    ``st_idx = max + 1``, with which the models were trained) or at ``n +
+    max(rows, columns)`` (``"spatial"``, transformers 5's ``get_rope_index``).
+    After an image the two agree; they differ after a video whose time ids
+    reach past its rows and columns, where ``"spatial"`` gives the text the
+    video's last times again.
     """
     if text_resumes not in ("spatial", "past_max"):
         raise ValueError(
-            f"text_resumes must be 'spatial' (transformers) or 'past_max' (Qwen's "
-            f"released code), got {text_resumes!r}"
+            f"text_resumes must be 'past_max' (Qwen's released code, the default) "
+            f"or 'spatial' (transformers 5's get_rope_index), got {text_resumes!r}"
         )
     segments = list(segments)
     videos = sum(1 for kind, _ in segments if kind == "video")
