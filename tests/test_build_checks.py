@@ -337,3 +337,39 @@ def test_the_phone_check_finds_what_sticks_out_at_390_px(tmp_path):
     assert any("sticks out" in p and "a wide equation" in p for p in found["bad"])
     assert any(p.startswith("phone: figure text") for p in found["bad"])
     assert found["good"] == [], found["good"]
+
+
+def test_joining_a_cells_streams_for_the_page_leaves_the_written_outputs_as_sent():
+    """_ext/stream_copies.py: myst-nb's coalesce_streams appends to the first stream
+    in place; through the extension the outputs the build writes keep their text."""
+    from myst_nb.core import render
+    from myst_nb.core.utils import coalesce_streams
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    import stream_copies
+
+    def outputs():
+        return [
+            nbformat.v4.new_output("stream", name="stdout", text="a\nb\n"),
+            nbformat.v4.new_output("stream", name="stdout", text="c\n"),
+        ]
+
+    raw = outputs()
+    coalesce_streams(raw)  # the bug the extension works around: it mutates
+    assert raw[0]["text"] == "a\nb\nc\n" and raw[1]["text"] == "c\n"
+    kept = outputs()
+    joined = stream_copies.joining_copies(coalesce_streams)(kept)
+    assert [o["text"] for o in joined] == ["a\nb\nc\n"]
+    assert [o["text"] for o in kept] == ["a\nb\n", "c\n"]
+    before = render.coalesce_streams
+    try:
+        stream_copies.setup(None)
+        stream_copies.setup(None)  # once only, however often Sphinx loads it
+        assert render.coalesce_streams.joins_copies
+        assert render.coalesce_streams(outputs())[0]["text"] == "a\nb\nc\n"
+    finally:
+        render.coalesce_streams = before
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["sphinx"]["local_extensions"].get("stream_copies") == "_ext"
