@@ -452,3 +452,29 @@ def test_a_tempered_model_read_without_its_temperature_is_the_untempered_model()
     assert not has_temperature(untempered) and not has_temperature(plain)
     with pytest.raises(ValueError, match="no tempered NoPE layer"):
         without_temperature(plain)
+
+
+def test_the_llama4_pattern_with_sliding_windows_is_rnope_swa():
+    """irope_window="sliding": the RoPE layers attend over the last local_window
+    keys (not their chunk); with the scale off that is Cohere's RNoPE-SWA. Three
+    such layers reach 3 (window - 1) back, as the Gemma 3 pattern's do."""
+    window, T = 4, 24
+    swa = model("irope", global_every=4, local_window=window, irope_window="sliding")
+    local = swa.blocks[0].attention.scheme
+    assert local.kind == "sliding" and local.window == window
+    assert model("irope", local_window=window).blocks[0].attention.scheme.kind == (
+        "chunked"
+    )
+    tokens = torch.randint(0, 256, (1, T), generator=torch.Generator().manual_seed(0))
+    changed = tokens.clone()
+    changed[0, 0] = (tokens[0, 0] + 1) % 256
+    with torch.no_grad():
+        moved = (swa(tokens) - swa(changed)).abs().amax(-1)[0]
+    reach = 3 * (window - 1) + 1
+    assert (moved[reach:] == 0).all() and (moved[:reach] > 0).all()
+    rnope = model(
+        "irope", global_every=3, irope_window="sliding", irope_temperature=False
+    )
+    assert isinstance(rnope.blocks[2].attention.scheme, NoPositionScheme)
+    with pytest.raises(ValueError, match="irope_window"):
+        ModelConfig(scheme="irope", irope_window="strided")

@@ -199,7 +199,10 @@ def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:
 
     ``irope_temperature=False`` leaves the NoPE layers' queries unscaled (the
     temperature's ablation); ``irope_qk_norm=True`` normalizes q and k after
-    RoPE in the RoPE layers, as Llama 4 does (``QKNormedScheme``)."""
+    RoPE in the RoPE layers, as Llama 4 does (``QKNormedScheme``);
+    ``irope_window="sliding"`` gives the RoPE layers a sliding window of
+    ``local_window`` keys in place of the chunks (with ``irope_temperature``
+    off, Cohere's RNoPE-SWA)."""
     floor = config.temperature_floor
     floor = config.local_window if floor is None else floor
 
@@ -208,7 +211,7 @@ def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:
         if config.irope_qk_norm:
             norm = QKNorm(config.head_dim, eps=LLAMA4_QK_NORM_EPS, learned=False)
             scheme = QKNormedScheme(scheme, norm)
-        return LocalAttentionScheme(scheme, config.local_window, "chunked")
+        return LocalAttentionScheme(scheme, config.local_window, config.irope_window)
 
     def nope_layer() -> PositionScheme:
         if config.irope_temperature:

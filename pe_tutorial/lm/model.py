@@ -51,7 +51,7 @@ from .._validation import (
     require_positive_int,
 )
 from ..attention.core import AttentionConfig, MultiHeadAttention
-from ..attention.local_global import GEMMA3_BASES
+from ..attention.local_global import GEMMA3_BASES, WINDOW_KINDS
 from ..attention.position_scheme import NoPositionScheme, PositionScheme
 from ..attention.schemes import AbsoluteScheme
 from ..encodings.absolute import LearnedPositionalEmbedding
@@ -85,15 +85,18 @@ class ModelConfig:
     the rows of CoPE's table; ``alibi_slope_scale`` multiplies ALiBi's slopes;
     ``deberta_terms`` DeBERTa's relative terms, ``"c2p+p2c"``, ``"c2p"`` or ``"p2c"``;
     ``rope_scaling`` a ``RopeScaling`` for RoPE.
-    Chapter 11's schemes read the last seven: ``rope_fraction``, p-RoPE's
+    Chapter 11's schemes read the last eight: ``rope_fraction``, p-RoPE's
     share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
     how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
     the local layers' window or chunk; ``global_rope_base``, the global
     layers' base (Gemma 3's 1 000 000, ``local_global.GEMMA3_BASES``);
     ``temperature_floor``, the floor of the query scale in ``"irope"``'s NoPE
     layers, None for the chunk size ``local_window`` (Llama 4's 8192 and 8192);
-    ``irope_temperature`` switches that scale (off: its ablation) and
-    ``irope_qk_norm`` Llama 4's QK-norm after RoPE in ``"irope"``'s RoPE layers.
+    ``irope_temperature`` switches that scale (off: its ablation),
+    ``irope_qk_norm`` Llama 4's QK-norm after RoPE in ``"irope"``'s RoPE layers,
+    and ``irope_window`` their window: ``"chunked"`` (Llama 4) or ``"sliding"``
+    (with the scale off, Cohere's RNoPE-SWA: sliding-window RoPE layers and a
+    NoPE layer over all keys).
 
     Which fields a scheme reads is its registry ``options``: ``rope_scaling``
     and ``temperature_floor``, None unless set, are refused for a scheme that
@@ -123,6 +126,7 @@ class ModelConfig:
     temperature_floor: int | None = None
     irope_temperature: bool = True
     irope_qk_norm: bool = False
+    irope_window: str = "chunked"
 
     def __post_init__(self):
         registered(self.scheme)  # an unknown name lists the registered ones
@@ -142,6 +146,7 @@ class ModelConfig:
             require_positive_float(getattr(self, name), name)
         require_fraction(self.rope_fraction, "rope_fraction", P_ROPE_FRACTION)
         _check_choice(self.deberta_terms, "deberta_terms", DEBERTA_TERMS)
+        _check_choice(self.irope_window, "irope_window", WINDOW_KINDS)
         # checks d_model and num_heads
         AttentionConfig(self.d_model, self.num_heads)
         # a field None by default is a switch: set, it must be one the scheme reads

@@ -399,6 +399,7 @@ register_scheme(
             "temperature_floor",
             "irope_temperature",
             "irope_qk_norm",
+            "irope_window",
         ),
         studied=False,
     )
