@@ -786,7 +786,7 @@ def _changed(value):
 # sets them through an ablation, a Variant's changes (a unit's argument)
 RUNNER_SETS = {"scheme", "norm", "absolute"}
 # a field of named choices changes to another of them
-OTHER_CHOICE = {"deberta_terms": "c2p"}
+OTHER_CHOICE = {"deberta_terms": "c2p", "irope_window": "sliding"}
 
 
 def _field_changes(preset: Preset):
