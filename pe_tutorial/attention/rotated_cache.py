@@ -34,7 +34,7 @@ the next positions, and returns their causal attention over the cache.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 
@@ -45,7 +45,7 @@ from .core import attend
 __all__ = ["RotatedKeyCache", "AT_SWITCH"]
 
 AtSwitch = Literal["recompute", "refuse", "keep"]
-AT_SWITCH: tuple[str, ...] = ("recompute", "refuse", "keep")
+AT_SWITCH: tuple[str, ...] = get_args(AtSwitch)
 
 
 class RotatedKeyCache:
