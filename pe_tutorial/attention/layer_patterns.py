@@ -36,6 +36,8 @@ from torch import nn
 
 from .._validation import require_positive_int
 from ..encodings.positions import query_positions
+from ..encodings.rope import RotaryEmbedding
+from ..encodings.rope_scaling import RopeScaling
 from .local_global import check_window_kind, global_layers, window_overlay
 from .position_scheme import NoPositionScheme, PositionScheme
 from .schemes import RotaryScheme
@@ -47,6 +49,7 @@ LLAMA4_QK_NORM_EPS = 1e-5
 __all__ = [
     "has_temperature",
     "without_temperature",
+    "with_global_interpolation",
     "LLAMA4_ATTN_SCALE",  # defined in temperature, the rule in local_global: re-exported
     "global_layers",
     "LocalAttentionScheme",
@@ -189,6 +192,53 @@ def without_temperature(model: nn.Module) -> nn.Module:
             if isinstance(child, TemperedNoPEScheme):
                 setattr(parent, name, NoPositionScheme())
     return untempered
+
+
+def _global_rotary_schemes(model: nn.Module) -> list[RotaryScheme]:
+    """Gemma 3's global layers in ``model``: each ``RotaryScheme`` not inside a window."""
+    local = {
+        id(m.inner) for m in model.modules() if isinstance(m, LocalAttentionScheme)
+    }
+    return [
+        m for m in model.modules() if isinstance(m, RotaryScheme) and id(m) not in local
+    ]
+
+
+def with_global_interpolation(model: nn.Module, factor: float) -> nn.Module:
+    """A copy of a Gemma 3 pattern model whose global layers' RoPE is interpolated (chapter 11).
+
+    Gemma 3 ships its global layers with a linear scaling of 8 (transformers'
+    ``rope_scaling = {"rope_type": "linear", "factor": 8.0}`` on the
+    full-attention layers only; the sliding ones keep base 10^4 unscaled):
+    position ``m`` is rotated as ``m / factor`` would be, every frequency
+    divided by ``factor`` (position interpolation, Chen et al., 2023). Here a
+    trained model is read so, with the same weights: the global layers share
+    one new ``RotaryEmbedding`` at their base with ``RopeScaling("linear",
+    factor)``; the local layers are untouched. A model with no global RoPE
+    layer (one outside a ``LocalAttentionScheme``) or with local RoPE layers
+    only is a ValueError.
+    """
+    if not _global_rotary_schemes(model) or not any(
+        isinstance(m, LocalAttentionScheme) for m in model.modules()
+    ):
+        raise ValueError(
+            f"{type(model).__name__} is not Gemma 3's pattern: it needs local "
+            "layers in a window and global RoPE layers outside one ('local-global')"
+        )
+    scaled = copy.deepcopy(model)
+    schemes = _global_rotary_schemes(scaled)
+    old = schemes[0].encoding
+    rotary = RotaryEmbedding(
+        old.head_dim,
+        base=old.base,
+        pairing=old.pairing,
+        rotary_dim=old.rotary_dim,
+        max_positions=max(old.cached_positions, 1),
+        scaling=RopeScaling("linear", factor),
+    ).to(old.inv_freq.device)
+    for scheme in schemes:
+        scheme.encoding = rotary
+    return scaled
 
 
 def llama4_layers(config, rotary: nn.Module) -> list[PositionScheme]:

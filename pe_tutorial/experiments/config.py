@@ -430,6 +430,8 @@ def preset_to_dict(preset: Preset) -> dict:
     data = {}
     for key in TOP_LEVEL:
         value = getattr(preset, key)
+        if value is None:  # TOML has no None: a field left out reads as None
+            continue
         if key == "finetune_methods":
             value = ["none" if m is None else m for m in value]
         data[key] = _plain(value)

@@ -95,6 +95,13 @@ def check_experiment(p: Preset) -> None:
             "rates, such as [1e-3, 1e-2]"
         )
     check_rolling_cache(p)
+    check_start_byte(p)
+    check_global_interpolation(p)
+    if not p.language_models and not (p.lookback or p.passkey):
+        raise ExperimentError(
+            "language_models: false, and no task is on, so nothing would train; "
+            "switch on analyses.passkey or analyses.lookback, or drop language_models"
+        )
     for task, check in (("lookback", check_lookback), ("passkey", check_passkey)):
         settings = getattr(p, task)
         if settings:
@@ -167,6 +174,33 @@ def check_rolling_cache(p: Preset) -> None:
         )
 
 
+def check_start_byte(p: Preset) -> None:
+    """A start byte is one byte value; an absolute table would see it at position 0 anyway."""
+    if p.start_byte is not None and not 0 <= p.start_byte <= 255:
+        raise ExperimentError(
+            f"start_byte: {p.start_byte}; give a byte value from 0 to 255, such as "
+            "2 (a byte Python source never holds), or leave it out"
+        )
+
+
+def check_global_interpolation(p: Preset) -> None:
+    """Factors above 1, for a preset that trains Gemma 3's pattern."""
+    if not p.global_interpolation:
+        return
+    for factor in p.global_interpolation:
+        if factor <= 1:
+            raise ExperimentError(
+                f"global_interpolation: {factor}; give factors above 1, such as "
+                "[8.0] (Gemma 3's)"
+            )
+    if p.language_models and "local-global" not in {v.scheme for v in variants(p)}:
+        raise ExperimentError(
+            "global_interpolation reads Gemma 3's pattern with its global layers "
+            'interpolated, but no variant is "local-global"; add it to schemes '
+            "or drop global_interpolation"
+        )
+
+
 def check_lookback(task: dict) -> None:
     lookback_batch(
         1,
@@ -185,6 +219,7 @@ def check_passkey(task: dict) -> None:
             torch.Generator().manual_seed(0),
             key_len=task["key_len"],
             depth=depth,
+            keys=task.get("keys", 1),
         )
 
 

@@ -46,6 +46,7 @@ TASK_FIELDS = {
         "batch_size": int,
         "key_len": int,
         "depths": tuple[float, ...],
+        "keys": int,  # several named keys, one asked for; 1 when not given
     },
 }
 

@@ -94,6 +94,15 @@ class Preset:
     # ``s`` for each ``s`` of ``cache_sinks`` (0: no such reading)
     cache_window: int = 0
     cache_sinks: tuple[int, ...] = (0, 4)
+    # a byte every training window and every scored segment starts with (None:
+    # the text as it is), so a model can learn to park attention on it: a
+    # sink for StreamingLLM's rolling cache (chapter 11)
+    start_byte: int | None = None
+    # each local-global model is also read at every length with its global
+    # layers' RoPE interpolated linearly by each factor (Gemma 3 ships 8)
+    global_interpolation: tuple[float, ...] = ()
+    # false: no language model trains, only the synthetic tasks (at least one on)
+    language_models: bool = True
 
     @property
     def lengths(self) -> list[int]:

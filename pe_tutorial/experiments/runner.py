@@ -19,13 +19,18 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from ..attention.layer_patterns import has_temperature, without_temperature
+from ..attention.layer_patterns import (
+    has_temperature,
+    with_global_interpolation,
+    without_temperature,
+)
 from ..lm.data import (
     ByteCorpus,
     evaluation_segments,
     random_windows,
     segment_start_files,
     shakespeare_corpus,
+    starting_with,
     stdlib_corpus,
     text_corpus,
 )
@@ -205,7 +210,10 @@ class Runner:
             try:
                 # the same number of training targets as scored ones: the gap
                 segments, train_segments = (
-                    evaluation_segments(side, p.eval_windows, max(p.lengths))
+                    starting_with(
+                        evaluation_segments(side, p.eval_windows, max(p.lengths)),
+                        p.start_byte,
+                    )
                     for side in (corpus.side(scored)[0], corpus.train)
                 )
             except ValueError as error:
@@ -267,12 +275,23 @@ class Runner:
         return ModelConfig(scheme=scheme, **{**fields, **switches})
 
     def text_batches(self, config: TrainConfig, corpus: str | None = None) -> Callable:
-        return functools.partial(
+        """Random training windows of a corpus, each starting with the preset's
+        ``start_byte`` if it has one (``data.starting_with``)."""
+        windows = functools.partial(
             random_windows,
             self.data(corpus).corpus.train,
             config.batch_size,
             config.seq_len,
         )
+        start = self.preset.start_byte
+        if start is None:
+            return windows
+
+        def batches(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            inputs, targets = windows(generator)
+            return starting_with(inputs, start), targets
+
+        return batches
 
     def train_model(
         self,
@@ -401,8 +420,9 @@ class Runner:
         )
 
     def variants(self) -> list[Variant]:
-        """The preset's language-model variants (``presets.variants``)."""
-        return variants(self.preset)
+        """The preset's language-model variants (``presets.variants``); none when
+        its ``language_models`` is off."""
+        return variants(self.preset) if self.preset.language_models else []
 
     def plan(self) -> list[Unit]:
         """Every unit of work in order, each with its key, kind, steps and fingerprint.
@@ -565,6 +585,14 @@ class Runner:
             }
         if self.preset.cache_window:
             run["rolling_cache"] = self.rolling_cache(model, variant.corpus)
+        if self.preset.global_interpolation and variant.scheme == "local-global":
+            # Gemma 3 ships its global layers interpolated: the same weights read so
+            run["global_interpolation"] = {
+                f"{factor:g}": self.evaluate(
+                    with_global_interpolation(model, factor), variant.corpus
+                )["bpb"]
+                for factor in self.preset.global_interpolation
+            }
         self.log(f"{label}, seed {seed}: bpb {scores_text(scores['bpb'])}")
         unit = {"run": run, "parameters": model.num_parameters()}
         kind = self.language_model_kind(variant)
@@ -598,5 +626,8 @@ class Runner:
             "sweep": {path: list(values) for path, values in p.sweep},
             "tuned": {scheme: dict(fields) for scheme, fields in p.tuned},
             "cache_window": p.cache_window,
+            "start_byte": p.start_byte,
+            "global_interpolation": list(p.global_interpolation),
+            "language_models": p.language_models,
             "cache_sinks": list(p.cache_sinks),
         }

@@ -150,7 +150,12 @@ class TaskUnits:
                 str(depth): measure(
                     model,
                     functools.partial(
-                        passkey_batch, 64, n, key_len=task["key_len"], depth=depth
+                        passkey_batch,
+                        64,
+                        n,
+                        key_len=task["key_len"],
+                        depth=depth,
+                        keys=task.get("keys", 1),
                     ),
                     device=self.device,
                 )
@@ -169,7 +174,9 @@ class TaskUnits:
         )
 
         def batches(generator, n=L, size=config.batch_size):
-            return passkey_batch(size, n, generator, key_len=task["key_len"])
+            return passkey_batch(
+                size, n, generator, key_len=task["key_len"], keys=task.get("keys", 1)
+            )
 
         # the learning curve: whole-key accuracy at L (mean over the depths) after
         # each of curve_points step counts, on the batches of the final score, so

@@ -111,11 +111,13 @@ _TEXT = (
     "validation_bytes",
     "test_bytes",
     "scored_split",
+    "start_byte",
 )
 # a learning curve of ``curve_points`` points, read while the model trains
 _CURVE = ("curve_points",)
-# the longest length read again through a rolling cache (StreamingLLM), if set
-_CACHE = ("cache_window", "cache_sinks")
+# read again, if set: the longest length through a rolling cache (StreamingLLM),
+# Gemma 3's pattern with its global layers interpolated
+_READ_AGAIN = ("cache_window", "cache_sinks", "global_interpolation")
 # a fine-tune at ``extension_factor`` times the length for ``finetune_steps``, in
 # the extended kinds, which exist while ``extensions`` is on (off, RoPE's and the
 # learned table's units are of the plain kinds)
@@ -124,16 +126,16 @@ _FINE_TUNE = ("extensions", "extension_factor", "finetune_steps")
 _METHODS = ("extension_methods", "finetune_methods")
 
 LANGUAGE_MODEL = UnitKind(
-    "language model", (*_MODEL, *_TEXT, *_CURVE, *_CACHE), corpus=True
+    "language model", (*_MODEL, *_TEXT, *_CURVE, *_READ_AGAIN), corpus=True
 )
 ROPE_LANGUAGE_MODEL = UnitKind(
     "RoPE language model, extended",
-    (*_MODEL, *_TEXT, *_CURVE, *_CACHE, *_FINE_TUNE, *_METHODS),
+    (*_MODEL, *_TEXT, *_CURVE, *_READ_AGAIN, *_FINE_TUNE, *_METHODS),
     True,
 )
 LEARNED_LANGUAGE_MODEL = UnitKind(
     "learned-table language model, lengthened",
-    (*_MODEL, *_TEXT, *_CURVE, *_CACHE, *_FINE_TUNE),
+    (*_MODEL, *_TEXT, *_CURVE, *_READ_AGAIN, *_FINE_TUNE),
     True,
 )
 LOOKBACK = UnitKind("look-back", (*_MODEL, "multiples", "lookback"))

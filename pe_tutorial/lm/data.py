@@ -70,6 +70,8 @@ __all__ = [
     "lookback_batch",
     "passkey_batch",
     "PASSKEY_SYMBOLS",
+    "starting_with",
+    "MAX_KEYS",
     "IGNORE_INDEX",
 ]
 
@@ -570,6 +572,23 @@ def random_windows(
     return windows[:, :-1], windows[:, 1:]
 
 
+def starting_with(tokens: torch.Tensor, byte: int | None) -> torch.Tensor:
+    """``tokens`` ``(B, T)`` with every row's first entry set to ``byte`` (a copy;
+    None: ``tokens`` as they are).
+
+    A byte every training window and scored segment starts with gives a model
+    a fixed first token to learn to park attention on: the sink StreamingLLM
+    trains in (Xiao et al., 2024, section 3.3; chapter 11).
+    """
+    if byte is None:
+        return tokens
+    if not 0 <= byte <= 255:
+        raise ValueError(f"byte must be a byte value from 0 to 255, got {byte}")
+    started = tokens.clone()
+    started[:, 0] = byte
+    return started
+
+
 def evaluation_segments(
     data: torch.Tensor, num_segments: int, segment_len: int, *, seed: int = 0
 ) -> torch.Tensor:
@@ -673,8 +692,10 @@ def lookback_batch(
     return inputs, targets
 
 
-# The passkey task's symbols: filler 0-15, digits 16-25, then the two markers.
-PASSKEY_SYMBOLS = {"filler": 16, "digits": 16, "key": 26, "query": 27}
+# The passkey task's symbols: filler 0-15, digits 16-25, then the two markers, then
+# the names that tell several keys apart (``keys`` > 1): 28 .. 28 + MAX_KEYS - 1.
+PASSKEY_SYMBOLS = {"filler": 16, "digits": 16, "key": 26, "query": 27, "names": 28}
+MAX_KEYS = 8
 
 
 def passkey_batch(
@@ -684,6 +705,7 @@ def passkey_batch(
     *,
     key_len: int = 4,
     depth: float | None = None,
+    keys: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Passkey retrieval: find the key hidden in filler and say it at the end.
 
@@ -694,9 +716,24 @@ def passkey_batch(
     (``IGNORE_INDEX`` elsewhere), so a model must copy from however far back
     the key is: content found at any distance, the point of the test
     (Mohtashami and Jaggi, 2023). Symbols are ``PASSKEY_SYMBOLS``.
+
+    ``keys`` > 1 is the multi-key variant (RULER's multi-key needle, Hsieh et
+    al., 2024; chapter 11): each row holds ``keys`` blocks ``KEY name d1 ..
+    dk``, each with a different name (``PASSKEY_SYMBOLS["names"]`` onward, at
+    most ``MAX_KEYS``), none overlapping, and asks ``QUERY name d1 .. d(k-1)``
+    for one of them, the one placed at ``depth``; the others are at random
+    places. A model must match the name, not just find the one marked block.
     """
     require_positive_int(batch_size, "batch_size")
     require_positive_int(key_len, "key_len")
+    require_positive_int(keys, "keys")
+    if keys > MAX_KEYS:
+        raise ValueError(
+            f"keys={keys}: the task has {MAX_KEYS} names to tell keys apart; "
+            f"ask for at most {MAX_KEYS}"
+        )
+    if keys > 1:
+        return _multi_key_batch(batch_size, seq_len, generator, key_len, depth, keys)
     last_start = seq_len - 2 * key_len - 1  # room for the key block and the question
     if last_start < 0:
         raise ValueError(
@@ -722,4 +759,62 @@ def passkey_batch(
     inputs = tokens[:, :-1]
     targets = torch.full_like(inputs, IGNORE_INDEX)
     targets[:, -key_len:] = key
+    return inputs, targets
+
+
+def _multi_key_batch(
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator,
+    key_len: int,
+    depth: float | None,
+    keys: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``passkey_batch`` with ``keys`` > 1 named key blocks (its docstring)."""
+    block = key_len + 2  # KEY name d1 .. dk
+    question = key_len + 1  # QUERY name d1 .. d(k-1)
+    last_start = seq_len - question - block  # the latest start of a block
+    # each block placed rules out at most 2 * block - 1 starts of another, so
+    # this many positions always leave a start free for every block
+    needed = question + block + (keys - 1) * (2 * block - 1)
+    if seq_len < needed:
+        raise ValueError(
+            f"seq_len={seq_len} is too short for {keys} key blocks of {block} "
+            f"positions placed at random and the question of {question}: it needs "
+            f"at least {needed} positions; ask for fewer keys or a longer sequence"
+        )
+    if depth is not None and not 0 <= depth <= 1:
+        raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
+    s = PASSKEY_SYMBOLS
+    tokens = torch.randint(
+        0, s["filler"], (batch_size, seq_len + 1), generator=generator
+    )
+    digits = torch.randint(0, 10, (batch_size, keys, key_len), generator=generator)
+    digits = s["digits"] + digits
+    for row in range(batch_size):
+        names = s["names"] + torch.randperm(MAX_KEYS, generator=generator)[:keys]
+        if depth is None:
+            asked = int(torch.randint(0, last_start + 1, (1,), generator=generator))
+        else:
+            asked = round(depth * last_start)
+        starts = [asked]
+        while len(starts) < keys:  # each other block at a random start still free
+            free = [
+                start
+                for start in range(last_start + 1)
+                if all(abs(start - placed) >= block for placed in starts)
+            ]
+            starts.append(
+                free[int(torch.randint(0, len(free), (1,), generator=generator))]
+            )
+        for start, name, key in zip(starts, names, digits[row]):
+            tokens[row, start] = s["key"]
+            tokens[row, start + 1] = name
+            tokens[row, start + 2 : start + block] = key
+        tokens[row, seq_len - question] = s["query"]
+        tokens[row, seq_len - key_len] = names[0]
+        tokens[row, seq_len - key_len + 1 :] = digits[row, 0]
+    inputs = tokens[:, :-1]
+    targets = torch.full_like(inputs, IGNORE_INDEX)
+    targets[:, -key_len:] = digits[:, 0]
     return inputs, targets
