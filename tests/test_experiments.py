@@ -1238,6 +1238,97 @@ def test_a_preset_with_a_cache_window_reads_each_model_through_a_rolling_cache(
     assert "rolling_cache" not in plain["language_model"][0]["runs"][0]
 
 
+def test_a_start_byte_begins_every_window_the_models_train_and_are_scored_on(
+    monkeypatch,
+):
+    """StreamingLLM's sink to learn (chapter 11): with start_byte every training
+    window and every scored segment starts with that byte, and the settings say so."""
+    seen = []
+    real = experiments_runner.train
+
+    def spied(model, batches, config, **options):
+        seen.append(batches(torch.Generator().manual_seed(0))[0])
+        return real(model, batches, config, **options)
+
+    monkeypatch.setattr(experiments_runner, "train", spied)
+    preset = replace(
+        TINY,
+        schemes=("rope",),
+        seeds=(0,),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        extensions=False,
+        lookback={},
+        passkey={},
+        start_byte=2,
+    )
+    runner = Runner(preset, device=torch.device("cpu"), progress=False)
+    assert (runner.segments[:, 0] == 2).all()
+    assert (runner.data().train_segments[:, 0] == 2).all()
+    results = run_experiments(preset, device="cpu", progress=False)
+    assert len(seen) == 1 and (seen[0][:, 0] == 2).all()
+    assert results["settings"]["start_byte"] == 2
+    plain = Runner(
+        replace(preset, start_byte=None), torch.device("cpu"), progress=False
+    )
+    assert not (plain.segments[:, 0] == 2).all()
+    assert torch.equal(plain.segments[:, 1:], runner.segments[:, 1:])
+
+
+def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone():
+    """global_interpolation reads each local-global model again with its global
+    layers interpolated (the record keeps it by factor, other schemes have no such
+    reading); language_models = false trains the passkey models only, here with
+    two named keys."""
+    preset = replace(
+        TINY,
+        model={"d_model": 16, "num_heads": 2, "num_layers": 2, "global_every": 2},
+        schemes=("local-global", "rope"),
+        seeds=(0,),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        extensions=False,
+        lookback={},
+        passkey={},
+        global_interpolation=(8.0,),
+    )
+    results = run_experiments(preset, device="cpu", progress=False)
+    lm = {entry["scheme"]: entry["runs"][0] for entry in results["language_model"]}
+    reading = lm["local-global"]["global_interpolation"]
+    assert list(reading) == ["8"] and set(reading["8"]) == set(
+        lm["local-global"]["bpb"]
+    )
+    assert reading["8"] != lm["local-global"]["bpb"]
+    assert "global_interpolation" not in lm["rope"]
+    tasks_only = replace(
+        preset,
+        language_models=False,
+        global_interpolation=(),
+        passkey={**TINY.passkey, "keys": 2, "seq_len": 24},
+    )
+    results = run_experiments(tasks_only, device="cpu", progress=False)
+    assert results["language_model"] == []
+    assert [e["scheme"] for e in results["passkey"]] == ["local-global", "rope"]
+    assert results["settings"]["passkey"]["keys"] == 2
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"start_byte": 256}, "start_byte: 256; give a byte value"),
+        ({"global_interpolation": (0.5,)}, "global_interpolation: 0.5; give factors"),
+        ({"global_interpolation": (8.0,)}, 'no variant is "local-global"'),
+        ({"language_models": False, "lookback": {}, "passkey": {}}, "nothing would"),
+        ({"passkey": {**TINY.passkey, "keys": 9}}, "passkey: keys=9"),
+        ({"passkey": {**TINY.passkey, "keys": 3}}, "passkey: seq_len=12 is too short"),
+    ],
+)
+def test_the_controls_settings_are_checked_before_anything_trains(changes, message):
+    data = preset_to_dict(replace(TINY, **changes))
+    with pytest.raises(ExperimentError, match=message):
+        preset_from_dict(data)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

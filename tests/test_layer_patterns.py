@@ -9,6 +9,7 @@ and cannot see).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -23,6 +24,7 @@ from pe_tutorial.attention.layer_patterns import (
     TemperedNoPEScheme,
     global_layers,
     has_temperature,
+    with_global_interpolation,
     without_temperature,
 )
 from pe_tutorial.attention.local_global import (
@@ -200,6 +202,36 @@ def test_the_models_build_the_designs_layers():
     p_rope = model("p-rope", rope_fraction=0.5).blocks[0].attention.scheme.encoding
     assert torch.equal(p_rope.inv_freq, p_rope_frequencies(16, 0.5))
     assert (p_rope.inv_freq[4:] == 0).all() and (p_rope.inv_freq[:4] > 0).all()
+
+
+def test_gemmas_interpolation_slows_the_global_layers_only():
+    """Gemma 3's linear x8 on its global layers, read on trained weights: the
+    global layers' frequencies are base^(-2i/D) / 8, written out here; the model
+    equals one whose global layers are given those frequencies outright; the
+    local layers keep theirs; a model that is not the pattern is refused."""
+    gemma = model("local-global", global_every=3, local_window=8, global_rope_base=5e5)
+    scaled = with_global_interpolation(gemma, 8.0)
+    D = gemma.config.head_dim
+    by_hand = 5e5 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D) / 8
+    last = scaled.blocks[2].attention.scheme
+    assert torch.allclose(last.encoding.inv_freq.double(), by_hand, rtol=1e-6)
+    for block, original in zip(scaled.blocks[:2], gemma.blocks[:2]):
+        kept = original.attention.scheme.inner.encoding
+        assert torch.equal(
+            block.attention.scheme.inner.encoding.inv_freq, kept.inv_freq
+        )
+    assert gemma.blocks[2].attention.scheme.encoding.scaling is None  # a copy
+    reference = copy.deepcopy(gemma)
+    reference.blocks[2].attention.scheme.encoding = RotaryEmbedding(
+        D, base=5e5, max_positions=32, frequencies=by_hand.float()
+    )
+    tokens = torch.randint(0, 256, (2, 32), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.allclose(scaled(tokens), reference(tokens), atol=1e-5)
+        assert not torch.allclose(scaled(tokens), gemma(tokens), atol=1e-5)
+    for other in (model("rope"), model("irope", global_every=3)):
+        with pytest.raises(ValueError, match="not Gemma 3's pattern"):
+            with_global_interpolation(other, 8.0)
 
 
 @pytest.mark.parametrize("scheme", ["irope", "local-global"])

@@ -30,6 +30,9 @@ The file's keys are the ``Preset``'s fields (``presets.py``)::
     lookback = false                 # the look-back task, settings in [lookback]
     passkey = false                  # passkey retrieval, settings in [passkey]
 
+    [passkey]                        # the task's settings (STANDARD_PASSKEY)
+    keys = 3                         # several named keys, one asked for (default 1)
+
     [sweep]                          # lists: each scheme trained at every combination
     train.learning_rate = [1e-3, 3e-3]
 
@@ -37,7 +40,9 @@ The file's keys are the ``Preset``'s fields (``presets.py``)::
     t5 = { learning_rate = 1e-2, position_lr_multiplier = 30.0 }
 
 Top-level keys are the preset's other fields (``eval_windows``,
-``train_bytes``, ``post_norm_schemes``, ``extension_methods``, ...);
+``train_bytes``, ``post_norm_schemes``, ``extension_methods``, chapter 11's
+``cache_window``, ``start_byte``, ``global_interpolation``, ``language_models
+= false`` for the tasks alone, ...);
 ``[model]`` takes any ``ModelConfig`` field but those a variant sets
 (``scheme``, ``norm``, ``absolute``, ``rope_scaling``) and ``[train]`` any
 ``TrainConfig`` field but ``seed`` (``seeds`` lists those): read from the
