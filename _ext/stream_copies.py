@@ -8,7 +8,7 @@ whose printing reached the kernel in two messages (a flush between two
 ``print`` calls, which a busy machine makes likelier) was written with the
 first output holding every line and the second output repeating the last
 ones. nbval, which joins the streams again, then saw the tail twice and failed
-the cell (chapter 11's M-RoPE cell and chapter 10's listing, issue 48's notes).
+the cell (chapter 12's M-RoPE cell and chapter 10's listing, issue 48's notes).
 
 This extension has MyST-NB join copies: the page shows the joined text as
 before, and the written notebook keeps the outputs as they came.

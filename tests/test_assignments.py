@@ -388,7 +388,7 @@ WRONG = [
         """,
         "with no causal mask each query sees the keys after it",
     ),
-    # chapter 11: windows and chunks, M-RoPE's ids, YaRN's factor
+    # chapters 11 and 12: windows and chunks, M-RoPE's ids, YaRN's factor
     (
         "long_context",
         "q1",

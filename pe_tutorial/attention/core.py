@@ -401,7 +401,7 @@ class MultiHeadAttention(nn.Module):
     ``cache``: None (plain attention), or an object whose
     ``attend(q, k, v, scheme, *, kernel)`` replaces ``attend`` for the whole
     causal sequence, such as ``streaming.RollingCache`` (StreamingLLM's rolling
-    cache with attention sinks, chapter 11; ``streaming.rolling_cache`` sets it
+    cache with attention sinks, chapter 12; ``streaming.rolling_cache`` sets it
     for a whole model). It decides itself which keys each query sees, so
     ``forward`` refuses a mask while it is set.
     """

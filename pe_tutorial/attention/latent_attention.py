@@ -1,4 +1,4 @@
-"""Multi-head latent attention with decoupled RoPE (DeepSeek-V2 and V3, chapter 11).
+"""Multi-head latent attention with decoupled RoPE (DeepSeek-V2 and V3, chapter 12).
 
 MLA caches one small latent per token, ``c = RMSNorm(x W_dkv)`` of
 ``kv_rank`` numbers, and makes each head's keys and values from it,
@@ -32,7 +32,7 @@ __all__ = ["LatentAttention", "coupled_absorption_error"]
 
 
 class LatentAttention(nn.Module):
-    """One MLA layer, causal, with DeepSeek's decoupled RoPE (chapter 11).
+    """One MLA layer, causal, with DeepSeek's decoupled RoPE (chapter 12).
 
     ``forward(x, positions, absorbed=False)`` for ``x`` ``(batch, T, d_model)``
     gives ``(batch, T, d_model)``; ``absorbed=True`` scores the queries against

@@ -1,5 +1,5 @@
 """Models whose layers differ: Llama 4's interleaved NoPE layers and Gemma 3's local
-and global layers, as schemes for the byte model (chapter 11).
+and global layers, as schemes for the byte model (chapter 12).
 
 Both designs keep most layers *local* and make every ``global_every``-th
 layer (the last of each group) *global*, seeing every key:
@@ -61,7 +61,7 @@ __all__ = [
 
 
 class LocalAttentionScheme(PositionScheme):
-    """A layer's scheme, with each query limited to a window of keys (chapter 11).
+    """A layer's scheme, with each query limited to a window of keys (chapter 12).
 
     ``kind="sliding"``: the last ``window`` keys, ``i - window < j <= i``
     (Gemma 3's local layers); ``kind="chunked"``: the keys of the query's own
@@ -109,7 +109,7 @@ class LocalAttentionScheme(PositionScheme):
 
 class TemperedNoPEScheme(PositionScheme):
     """Llama 4's NoPE layer: no positions, the query at ``m`` scaled by
-    ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` (chapter 11).
+    ``1 + attn_scale * ln(1 + floor((m + 1) / floor_scale))`` (chapter 12).
 
     The scale is 1 up to position ``floor_scale - 2`` and then grows like the
     log of the position, so that attention over many keys stays sharp
@@ -135,7 +135,7 @@ class TemperedNoPEScheme(PositionScheme):
 
 
 class QKNormedScheme(PositionScheme):
-    """A layer's scheme with q and k normalized after its rotation (chapter 11).
+    """A layer's scheme with q and k normalized after its rotation (chapter 12).
 
     ``rotate`` is the inner scheme's, then ``QKNorm`` on both, as Llama 4 does in
     its RoPE layers (``Llama4TextL2Norm`` after RoPE: each head's q and k end
@@ -167,12 +167,12 @@ class QKNormedScheme(PositionScheme):
 
 def has_temperature(model: nn.Module) -> bool:
     """Whether ``model`` has a tempered NoPE layer (``TemperedNoPEScheme``), the
-    query scale ``without_temperature`` takes away (chapter 11)."""
+    query scale ``without_temperature`` takes away (chapter 12)."""
     return any(isinstance(m, TemperedNoPEScheme) for m in model.modules())
 
 
 def without_temperature(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` whose tempered NoPE layers are plain NoPE (chapter 11).
+    """A copy of ``model`` whose tempered NoPE layers are plain NoPE (chapter 12).
 
     Llama 4 scales its NoPE layers' queries at inference; a model trained with
     the scale is read here without it, the same weights, to measure what the
@@ -205,7 +205,7 @@ def _global_rotary_schemes(model: nn.Module) -> list[RotaryScheme]:
 
 
 def with_global_interpolation(model: nn.Module, factor: float) -> nn.Module:
-    """A copy of a Gemma 3 pattern model whose global layers' RoPE is interpolated (chapter 11).
+    """A copy of a Gemma 3 pattern model whose global layers' RoPE is interpolated (chapter 12).
 
     Gemma 3 ships its global layers with a linear scaling of 8 (transformers'
     ``rope_scaling = {"rope_type": "linear", "factor": 8.0}`` on the

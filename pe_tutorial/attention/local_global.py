@@ -1,4 +1,4 @@
-"""Local and global layers with a RoPE base each (Gemma 3's pattern; chapter 11).
+"""Local and global layers with a RoPE base each (Gemma 3's pattern; chapter 12).
 
 Gemma 3 alternates five *local* layers, whose queries see only the last
 ``window`` keys (a sliding window), with one *global* layer that sees them

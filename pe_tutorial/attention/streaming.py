@@ -1,4 +1,4 @@
-"""StreamingLLM's rolling KV cache with attention sinks, and gpt-oss's learned sinks (chapter 11).
+"""StreamingLLM's rolling KV cache with attention sinks, and gpt-oss's learned sinks (chapter 12).
 
 Xiao et al. (2024, "Efficient Streaming Language Models with Attention
 Sinks") decode an endless stream with a cache of fixed size ``C = sinks +
@@ -88,7 +88,7 @@ def check_cacheable(scheme: PositionScheme) -> None:
 
 @dataclass(frozen=True)
 class RollingCache:
-    """StreamingLLM's cache: the first ``sinks`` tokens and the last ``window`` (chapter 11).
+    """StreamingLLM's cache: the first ``sinks`` tokens and the last ``window`` (chapter 12).
 
     ``attend(q, k, v, scheme)`` gives every query ``i`` of a whole causal
     sequence its attention over the cache it would have when decoding token

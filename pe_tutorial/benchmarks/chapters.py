@@ -1,4 +1,5 @@
-"""The suites behind the timing cells of chapters 1 to 8, and chapter 11's latent decoding.
+"""The suites behind the timing cells of chapters 1 to 8, chapter 11's switch of
+LongRoPE's lists and chapter 12's latent decoding.
 
 Chapter 9's training step is ``train_step.py``'s; chapter 10's copies and memory
 ceiling ``copies.py``'s.
@@ -27,7 +28,13 @@ from ..encodings.absolute import (
 )
 from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import ShawRelativePosition, T5RelativeBias
-from ..encodings.rope import apply_rope, apply_rope_complex, apply_rope_matrix
+from ..encodings.rope import (
+    RotaryEmbedding,
+    apply_rope,
+    apply_rope_complex,
+    apply_rope_matrix,
+)
+from ..encodings.rope_scaling import LongRopeScaling
 from ._core import Plan, Suite, register
 from .timing import Case
 
@@ -541,7 +548,7 @@ def latent_decode(
     *,
     cache_tokens: int | None = None,
 ) -> Plan:
-    """One decoding step of latent attention over its cache, absorbed and expanded (chapter 11).
+    """One decoding step of latent attention over its cache, absorbed and expanded (chapter 12).
 
     Both read the cache of latents and shared rotated keys, ``T x (kv_rank +
     rope_dim)`` numbers: the bytes each row is compared with. Expanded, the
@@ -587,10 +594,89 @@ def latent_decode(
 register(
     Suite(
         "latent_decode",
-        "11",
+        "12",
         "MLA decoding: absorbed against expanded",
         latent_decode,
         why="one new token against 2048 cached ones on a CPU (16384 on a GPU), 8 heads",
+        smoke={"cache_tokens": 16},
+    )
+)
+
+
+def longrope_switch(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    cache_tokens: int | None = None,
+    heads: int = 8,
+    head_dim: int = 96,
+) -> Plan:
+    """What a decoder pays at LongRoPE's switch from the short list to the long one (chapter 11).
+
+    One head group of ``heads`` heads at Phi-3's head size, ``L = cache_tokens``
+    tokens cached. A step past the switch that keeps its cache rotates one new
+    query and key and attends over the L cached keys; transformers' Phi-3
+    instead drops the cache once and encodes the prefix again (``"recompute"``
+    of ``RotatedKeyCache``): every key rotated with the long list, then the
+    whole prefix attended causally, a prefill. A third row rotates the L keys
+    with the long list alone, the part of the recompute that a cache of
+    unrotated keys would still have to do. The suite checks first that the
+    new token's output is the same whether computed in the step or as the
+    last row of the prefill. Bytes: the tensors each call reads and writes.
+    """
+    if cache_tokens is None:
+        cache_tokens = 8192 if _on_gpu(device) else 2048
+    L = cache_tokens
+    lists = ([1.0] * (head_dim // 2), [4.0] * (head_dim // 2))  # short, long
+    scaling = LongRopeScaling(*lists, original_max_positions=L - 1, factor=4.0)
+    rotary = RotaryEmbedding(head_dim, max_positions=L + 1, scaling=scaling)
+    rotary = rotary.to(device)
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 1, heads, L + 1, head_dim, device=device, dtype=dtype)
+    with torch.no_grad():
+        cached = rotary(k[..., :L, :])  # the keys a cache holds, rotated when cached
+    last = torch.tensor([L], device=device)
+
+    def step():  # one new token against the L cached keys
+        with torch.no_grad():
+            q_new = rotary(q[..., L:, :], last)
+            k_all = torch.cat([cached, rotary(k[..., L:, :], last)], dim=-2)
+            return attend(q_new, k_all, v)
+
+    def prefill():  # the cache dropped: L + 1 tokens encoded again, causally
+        with torch.no_grad():
+            return attend(rotary(q), rotary(k), v, causal=True)
+
+    def rotate_keys():  # the L keys rotated again with the long list
+        with torch.no_grad():
+            return rotary(k[..., :L, :])
+
+    if not torch.allclose(step()[..., -1, :], prefill()[..., -1, :], atol=1e-4):
+        raise AssertionError("the decoding step and the prefill's last row disagree")
+    element = q.element_size()
+    one = heads * head_dim * element  # one token's q, k or v in a head group
+    shapes = {"q, k, v": [1, heads, L + 1, head_dim]}
+    rows = (
+        ("step: 1 token against L cached", step, (3 + 2 * L + 1) * one),
+        ("recompute: prefill of L + 1 tokens", prefill, 8 * (L + 1) * one),
+        ("recompute: the L keys rotated only", rotate_keys, 2 * L * one),
+    )
+    cases = [
+        Case(name, fn, shapes, _dtype_name(dtype), nbytes, allocates=True)
+        for name, fn, nbytes in rows
+    ]
+    return Plan(
+        cases, settings={"cache_tokens": L, "heads": heads, "head_dim": head_dim}
+    )
+
+
+register(
+    Suite(
+        "longrope_switch",
+        "11",
+        "LongRoPE's switch: a step against a recompute",
+        longrope_switch,
+        why="Phi-3's head size, 8 heads, 2048 cached tokens on a CPU (8192 on a GPU)",
         smoke={"cache_tokens": 16},
     )
 )

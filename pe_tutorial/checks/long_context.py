@@ -1,4 +1,4 @@
-"""Checks for chapter 11: local attention masks, M-RoPE's position ids and YaRN's factor."""
+"""Checks for chapters 11 and 12: YaRN's factor; local attention masks, M-RoPE's ids."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _named(what, got, want, mistakes, rule):
 
 
 def check_sliding_window_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
-    """Check ``fn(length, window)``: True where ``i - window < j <= i`` (chapter 11).
+    """Check ``fn(length, window)``: True where ``i - window < j <= i`` (chapter 12).
 
     Gemma 3's local layers: query ``i`` (the rows) sees the last ``window``
     keys, itself included; a boolean ``(length, length)`` tensor, like
@@ -95,7 +95,7 @@ def check_sliding_window_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
 
 def check_chunked_mask(fn: Callable[[int, int], torch.Tensor]) -> None:
     """Check ``fn(length, chunk)``: True where ``floor(i / chunk) == floor(j / chunk)``
-    and ``j <= i`` (chapter 11).
+    and ``j <= i`` (chapter 12).
 
     Llama 4's RoPE layers: the positions are cut into chunks ``0..C-1``,
     ``C..2C-1``, ... and query ``i`` sees the keys before it in its own chunk
@@ -162,7 +162,7 @@ def _ids(
 
 
 def check_mrope_position_ids(fn: Callable[[int, int, int, int], torch.Tensor]) -> None:
-    """Check ``fn(text_before, rows, columns, text_after)`` (chapter 11): M-RoPE's
+    """Check ``fn(text_before, rows, columns, text_after)`` (chapter 12): M-RoPE's
     ``(3, T)`` integer positions (time, height, width) of text, one image and text.
 
     Qwen2-VL's rule (``get_rope_index``, ``mrope_position_ids``): text token

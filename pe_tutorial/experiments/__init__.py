@@ -19,7 +19,7 @@ before anything trains. ``--jobs N`` computes N units at once on one machine;
 
 Presets (``PRESETS``): ``quick`` runs inside chapter 9 on a laptop CPU (about
 90 s on two cores), ``standard`` is the recorded CPU run (three seeds, about
-two hours on two cores), ``frontier`` trains chapter 11's schemes beside RoPE
+two hours on two cores), ``frontier`` trains chapters 11 and 12's schemes beside RoPE
 and NoPE with the standard model (recorded, about an hour on two cores),
 ``full`` is for a GPU (a larger model and longer training). ``--record``
 writes the results into the installed package (``pe_tutorial/results/``),

@@ -40,7 +40,7 @@ The file's keys are the ``Preset``'s fields (``presets.py``)::
     t5 = { learning_rate = 1e-2, position_lr_multiplier = 30.0 }
 
 Top-level keys are the preset's other fields (``eval_windows``,
-``train_bytes``, ``post_norm_schemes``, ``extension_methods``, chapter 11's
+``train_bytes``, ``post_norm_schemes``, ``extension_methods``, chapter 12's
 ``cache_window``, ``start_byte``, ``global_interpolation``, ``language_models
 = false`` for the tasks alone, ...);
 ``[model]`` takes any ``ModelConfig`` field but those a variant sets

@@ -89,14 +89,14 @@ class Preset:
     # differs from ``train`` (its learning rate and position-parameter rate, as a
     # tuning sweep chose them); every model of that scheme starts from it
     tuned: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
-    # StreamingLLM's rolling cache (chapter 11): each language model is also read
+    # StreamingLLM's rolling cache (chapter 12): each language model is also read
     # at the longest length keeping the last ``cache_window`` bytes and the first
     # ``s`` for each ``s`` of ``cache_sinks`` (0: no such reading)
     cache_window: int = 0
     cache_sinks: tuple[int, ...] = (0, 4)
     # a byte every training window and every scored segment starts with (None:
     # the text as it is), so a model can learn to park attention on it: a
-    # sink for StreamingLLM's rolling cache (chapter 11)
+    # sink for StreamingLLM's rolling cache (chapter 12)
     start_byte: int | None = None
     # each local-global model is also read at every length with its global
     # layers' RoPE interpolated linearly by each factor (Gemma 3 ships 8)

@@ -272,7 +272,7 @@ def curve_summary(runs: list[dict], key: str = "bpb") -> dict | None:
 def passkey_run(run: dict) -> dict:
     """A passkey unit's run as the record holds it: its accuracy by length (mean
     over depths) and by depth, and by digit and its learning curve where kept;
-    a tempered model's accuracy read without its temperature too (chapter 11)."""
+    a tempered model's accuracy read without its temperature too (chapter 12)."""
     by_depth = run["by_depth"]
     kept = {key: run[key] for key in ("digits", "curve") if key in run}
     if "without_temperature" in run:

@@ -378,7 +378,7 @@ class Runner:
         return scores
 
     def rolling_cache(self, model: ByteTransformer, corpus: str | None = None) -> dict:
-        """The longest length read as StreamingLLM reads a stream (chapter 11).
+        """The longest length read as StreamingLLM reads a stream (chapter 12).
 
         For each ``s`` of ``cache_sinks``, every target read through a rolling
         cache of the first ``s`` bytes and the last ``cache_window``
@@ -577,7 +577,7 @@ class Runner:
             run["curve"] = curve
         if has_temperature(model):
             # Llama 4 applies its NoPE layers' query scale at inference; the toy
-            # trains with it: the same model read without it (chapter 11)
+            # trains with it: the same model read without it (chapter 12)
             untempered = self.evaluate(without_temperature(model), variant.corpus)
             run["without_temperature"] = {
                 "bpb": untempered["bpb"],

@@ -5,7 +5,7 @@
 - ``data``      the standard-library and Shakespeare byte corpora, scoring segments,
                 the look-back and passkey tasks
 - ``train``     seeded training; bits per byte at several lengths and by position
-- ``streaming`` bits per byte of a stream read with StreamingLLM's rolling cache (chapter 11)
+- ``streaming`` bits per byte of a stream read with StreamingLLM's rolling cache (chapter 12)
 - ``findings``  reading a recorded run: entries by name, gaps weighed against seeds
 
 Modules here import from ``encodings``, ``attention`` and ``pages.glue``;

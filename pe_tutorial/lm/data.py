@@ -578,7 +578,7 @@ def starting_with(tokens: torch.Tensor, byte: int | None) -> torch.Tensor:
 
     A byte every training window and scored segment starts with gives a model
     a fixed first token to learn to park attention on: the sink StreamingLLM
-    trains in (Xiao et al., 2024, section 3.3; chapter 11).
+    trains in (Xiao et al., 2024, section 3.3; chapter 12).
     """
     if byte is None:
         return tokens
@@ -718,7 +718,7 @@ def passkey_batch(
     (Mohtashami and Jaggi, 2023). Symbols are ``PASSKEY_SYMBOLS``.
 
     ``keys`` > 1 is the multi-key variant (RULER's multi-key needle, Hsieh et
-    al., 2024; chapter 11): each row holds ``keys`` blocks ``KEY name d1 ..
+    al., 2024; chapter 12): each row holds ``keys`` blocks ``KEY name d1 ..
     dk``, each with a different name (``PASSKEY_SYMBOLS["names"]`` onward, at
     most ``MAX_KEYS``), none overlapping, and asks ``QUERY name d1 .. d(k-1)``
     for one of them, the one placed at ``depth``; the others are at random

@@ -20,12 +20,12 @@ the ones chapter 9 trains:
                       survey's absolute RoPE (chapter 9; not in ``SCHEMES``)
 ``"p-rope"``          RoPE with its slowest pairs never rotated (chapter 11)
 ``"irope"``           Llama 4's RoPE layers in chunks, every few a NoPE layer
-                      with temperature-scaled queries (chapter 11)
+                      with temperature-scaled queries (chapter 12)
 ``"local-global"``    Gemma 3's sliding-window layers at one RoPE base and
-                      global layers at another (chapter 11)
+                      global layers at another (chapter 12)
 ====================  =====================================================
 
-The last three are chapter 11's, trained by its ``frontier`` preset.
+The last three are chapters 11 and 12's, trained by the ``frontier`` preset.
 
 Two switches change the architecture around the scheme:
 
@@ -85,7 +85,7 @@ class ModelConfig:
     the rows of CoPE's table; ``alibi_slope_scale`` multiplies ALiBi's slopes;
     ``deberta_terms`` DeBERTa's relative terms, ``"c2p+p2c"``, ``"c2p"`` or ``"p2c"``;
     ``rope_scaling`` a ``RopeScaling`` for RoPE.
-    Chapter 11's schemes read the last eight: ``rope_fraction``, p-RoPE's
+    Chapters 11 and 12's schemes read the last eight: ``rope_fraction``, p-RoPE's
     share of rotating pairs (Barbero et al.'s 0.75); ``global_every``, every
     how many layers one is global (Llama 4: 4, Gemma 3: 6); ``local_window``,
     the local layers' window or chunk; ``global_rope_base``, the global

@@ -106,7 +106,7 @@ class ModelScheme:
     as the survey of chapter 9 trains it) in place of adding a table; it enters
     at the input only. ``scale_embeddings`` multiplies the token embeddings by sqrt(d_model)
     first, as Vaswani et al. do before adding their sinusoidal table.
-    ``layers``, for a model whose layers differ (chapter 11's Llama 4 and
+    ``layers``, for a model whose layers differ (chapter 12's Llama 4 and
     Gemma 3 patterns), builds every layer's scheme at once in place of
     ``layer``. ``studied=False`` keeps a scheme out of the presets' default list.
 
@@ -337,7 +337,7 @@ register_scheme(
 )
 
 
-# chapter 11: RoPE's descendants, trained beside RoPE by the frontier preset
+# chapters 11 and 12: RoPE's descendants, trained beside RoPE by the frontier preset
 
 
 def _rotary(c, base: float, **options) -> RotaryEmbedding:
@@ -385,7 +385,7 @@ register_scheme(
     ModelScheme(
         "irope",
         "queries and keys",
-        11,
+        12,
         "Llama 4's interleaved layers: RoPE in chunks of local_window keys; every "
         "global_every-th layer NoPE over all keys, its queries temperature-scaled "
         "with the floor temperature_floor (None: the chunk size)",
@@ -408,7 +408,7 @@ register_scheme(
     ModelScheme(
         "local-global",
         "queries and keys",
-        11,
+        12,
         "Gemma 3's layers: a sliding window of local_window keys at base rope_base; "
         "every global_every-th layer over all keys at base global_rope_base",
         shared=lambda c: nn.ModuleDict(

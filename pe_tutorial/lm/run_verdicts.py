@@ -35,7 +35,7 @@ glues each claim's difference and verdict from it::
 
 or, reading entries of one record, ``claims.compare(key, record, a, b, length)``
 and ``claims.change(key, record, entry, start, stop)`` add the claims, and
-``claims.settle()`` closes, glues and prints the family (chapter 11).
+``claims.settle()`` closes, glues and prints the family (chapters 11 and 12).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The byte model read as a stream with StreamingLLM's rolling cache (chapter 11).
+"""The byte model read as a stream with StreamingLLM's rolling cache (chapter 12).
 
 ``rolling_cache_losses`` scores every target of the validation segments the
 way ``train.length_losses`` does, but with each segment read in one pass

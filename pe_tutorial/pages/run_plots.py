@@ -154,7 +154,7 @@ def learning_curves(
     """Each entry's learning curve: its score during training, seeds' mean ± std (chapter 9).
 
     ``entries`` are language-model entries of ``pe_tutorial.experiments`` (or
-    passkey entries, chapter 11); an entry's ``curve`` holds the ``steps`` at
+    passkey entries, chapter 12); an entry's ``curve`` holds the ``steps`` at
     which the validation score was read and, per step, the seeds' ``mean``,
     ``std`` and ``n``. Entries without a curve (recorded before curves were)
     are left out. ``limits`` (low, high), such as ``(0, 1)`` for an accuracy,
