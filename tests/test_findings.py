@@ -18,6 +18,7 @@ from pe_tutorial.lm.findings import (
     mean_at,
     paired_change,
     position_mean,
+    reading_entry,
     scheme_rate,
     segment_interval,
     spread_rule_rates,
@@ -344,3 +345,21 @@ def test_more_seeds_fewer_false_alarms_and_larger_gaps_seen_more_often():
 def test_the_rates_refuse_what_has_no_answer(arguments, message):
     with pytest.raises(ValueError, match=message):
         spread_rule_rates(*arguments, draws=10)
+
+
+def test_a_reading_recorded_beside_a_run_is_an_entry_like_any_other():
+    """Gemma 3's pattern read with its global layers interpolated (chapter 12):
+    the runs' second reading, with the summary a recorded entry would have."""
+    runs = [
+        {"seed": s, "bpb": {"8": 2.0}, "global_interpolation": {"8": {"8": v, "16": w}}}
+        for s, v, w in ((0, 2.1, 2.5), (1, 2.3, 2.9), (2, 2.2, None))
+    ]
+    read = reading_entry({"runs": runs}, "global_interpolation", "8")
+    assert [r["seed"] for r in read["runs"]] == [0, 1, 2]
+    assert read["runs"][1]["bpb"] == {"8": 2.3, "16": 2.9}
+    expected = run_entry({}, [{"bpb": {"8": v}} for v in (2.1, 2.3, 2.2)])
+    assert read["summary"]["8"] == pytest.approx(expected["summary"]["8"])
+    assert read["summary"]["16"] is None  # a seed could not read it
+    assert mean_at(read, 8) == pytest.approx(2.2)
+    with pytest.raises(KeyError, match="seed 0 has no reading global_interpolation/4"):
+        reading_entry({"runs": runs}, "global_interpolation", "4")

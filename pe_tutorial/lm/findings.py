@@ -37,6 +37,7 @@ import numpy as np
 from .._validation import require_positive_int
 
 __all__ = [
+    "reading_entry",
     "ONE_SEED",
     "Gap",
     "Interval",
@@ -167,6 +168,48 @@ def language_entry(
         learning_rate=learning_rate,
         changes=changes or {},
     )
+
+
+def reading_entry(entry: dict, *path: str, measure: str = "bpb") -> dict:
+    """An entry made of a second reading that each run of ``entry`` records
+    beside its own scores (chapter 12).
+
+    ``run[path[0]][path[1]]...`` holds a value by length: Gemma 3's pattern
+    read with its global layers interpolated (``reading_entry(pattern,
+    "global_interpolation", "8")``), a tempered model read without its
+    temperature (``reading_entry(irope, "without_temperature", "bpb")``).
+    The new entry has the same seeds, the values under ``measure`` in each
+    run, and a ``summary`` per length as a recorded entry's (mean, sample
+    std, n), so ``mean_at``, ``stats_at`` and the verdicts read it like one.
+    A run without the reading is a KeyError naming the path and the seed.
+    """
+    if not path:
+        raise ValueError("name the reading: reading_entry(entry, 'key', ...)")
+    runs = []
+    for run in entry["runs"]:
+        value = run
+        for key in path:
+            if not isinstance(value, dict) or key not in value:
+                raise KeyError(
+                    f"the run of seed {run['seed']} has no reading {'/'.join(path)}; "
+                    "was the record made with the setting that reads it?"
+                )
+            value = value[key]
+        runs.append({"seed": run["seed"], measure: dict(value)})
+    summary = {}
+    for length in runs[0][measure]:
+        values = [r[measure][length] for r in runs]
+        if any(v is None for v in values):
+            summary[length] = None
+            continue
+        mean = sum(values) / len(values)
+        spread = (
+            math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+            if len(values) > 1
+            else 0.0
+        )
+        summary[length] = {"mean": mean, "std": spread, "n": len(values)}
+    return {"reading": "/".join(path), "runs": runs, "summary": summary}
 
 
 def scheme_rate(settings: dict, scheme: str) -> float:
