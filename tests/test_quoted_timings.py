@@ -64,7 +64,20 @@ QUOTING = [p for p in CHAPTERS if quoting_cells(p)]
 def test_the_chapters_that_quote_timings_are_found():
     # a chapter whose quoting cell changed shape would silently drop out
     names = {p.stem[:2] for p in QUOTING}
-    assert {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"} <= names
+    assert {
+        "01",
+        "02",
+        "03",
+        "04",
+        "05",
+        "06",
+        "07",
+        "08",
+        "09",
+        "10",
+        "11",
+        "12",
+    } <= names
 
 
 @pytest.mark.parametrize("path", QUOTING, ids=lambda p: p.stem)
