@@ -732,6 +732,8 @@ def passkey_batch(
             f"keys={keys}: the task has {MAX_KEYS} names to tell keys apart; "
             f"ask for at most {MAX_KEYS}"
         )
+    if depth is not None and not 0 <= depth <= 1:
+        raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
     if keys > 1:
         return _multi_key_batch(batch_size, seq_len, generator, key_len, depth, keys)
     last_start = seq_len - 2 * key_len - 1  # room for the key block and the question
@@ -740,8 +742,6 @@ def passkey_batch(
             f"seq_len={seq_len} cannot hold a key of {key_len} digits and the "
             f"question: it needs at least {2 * key_len + 1} positions"
         )
-    if depth is not None and not 0 <= depth <= 1:
-        raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
     s = PASSKEY_SYMBOLS
     tokens = torch.randint(
         0, s["filler"], (batch_size, seq_len + 1), generator=generator
@@ -783,8 +783,6 @@ def _multi_key_batch(
             f"positions placed at random and the question of {question}: it needs "
             f"at least {needed} positions; ask for fewer keys or a longer sequence"
         )
-    if depth is not None and not 0 <= depth <= 1:
-        raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
     s = PASSKEY_SYMBOLS
     tokens = torch.randint(
         0, s["filler"], (batch_size, seq_len + 1), generator=generator
