@@ -1196,6 +1196,21 @@ def test_a_tempered_model_is_also_read_without_its_temperature():
     assert "without_temperature" not in keys["rope"]
 
 
+def text_models_only(**changes):
+    """TINY with one seed and its language models alone: no post-norm or every-layer
+    variants, no extensions, no tasks; ``changes`` set on top."""
+    return replace(
+        TINY,
+        seeds=(0,),
+        post_norm_schemes=(),
+        every_layer_schemes=(),
+        extensions=False,
+        lookback={},
+        passkey={},
+        **changes,
+    )
+
+
 def test_a_preset_with_a_cache_window_reads_each_model_through_a_rolling_cache(
     monkeypatch,
 ):
@@ -1210,16 +1225,9 @@ def test_a_preset_with_a_cache_window_reads_each_model_through_a_rolling_cache(
         return real(model, segments, window, sinks, **options)
 
     monkeypatch.setattr(experiments_runner, "rolling_cache_losses", spied)
-    preset = replace(
-        TINY,
+    preset = text_models_only(
         model={"d_model": 16, "num_heads": 2, "num_layers": 2},
         schemes=("rope",),
-        seeds=(0,),
-        post_norm_schemes=(),
-        every_layer_schemes=(),
-        extensions=False,
-        lookback={},
-        passkey={},
         cache_window=8,
         cache_sinks=(0, 2),
     )
@@ -1254,17 +1262,7 @@ def test_a_start_byte_begins_every_window_the_models_train_and_are_scored_on(
         return real(model, batches, config, **options)
 
     monkeypatch.setattr(experiments_runner, "train", spied)
-    preset = replace(
-        TINY,
-        schemes=("rope",),
-        seeds=(0,),
-        post_norm_schemes=(),
-        every_layer_schemes=(),
-        extensions=False,
-        lookback={},
-        passkey={},
-        start_byte=2,
-    )
+    preset = text_models_only(schemes=("rope",), start_byte=2)
     runner = Runner(preset, device=torch.device("cpu"), progress=False)
     assert (runner.segments[:, 0] == 2).all()
     assert (runner.data().train_segments[:, 0] == 2).all()
@@ -1283,16 +1281,9 @@ def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone():
     layers interpolated (the record keeps it by factor, other schemes have no such
     reading); language_models = false trains the passkey models only, here with
     two named keys."""
-    preset = replace(
-        TINY,
+    preset = text_models_only(
         model={"d_model": 16, "num_heads": 2, "num_layers": 2, "global_every": 2},
         schemes=("local-global", "rope"),
-        seeds=(0,),
-        post_norm_schemes=(),
-        every_layer_schemes=(),
-        extensions=False,
-        lookback={},
-        passkey={},
         global_interpolation=(8.0,),
     )
     results = run_experiments(preset, device="cpu", progress=False)

@@ -202,12 +202,7 @@ def reading_entry(entry: dict, *path: str, measure: str = "bpb") -> dict:
         if any(v is None for v in values):
             summary[length] = None
             continue
-        mean = sum(values) / len(values)
-        spread = (
-            math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-            if len(values) > 1
-            else 0.0
-        )
+        mean, spread = mean_and_std(values)
         summary[length] = {"mean": mean, "std": spread, "n": len(values)}
     return {"reading": "/".join(path), "runs": runs, "summary": summary}
 
