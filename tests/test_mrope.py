@@ -159,11 +159,12 @@ def test_position_ids_of_text_a_video_and_text():
     spatial = mrope_position_ids(segments, text_resumes="spatial")
     assert spatial[:, :8].equal(ids[:, :8])
     assert spatial[:, 8:].tolist() == [[4, 5]] * 3
-    # after an image the two rules agree
-    image = [("text", 2), ("image", (2, 3)), ("text", 2)]
-    assert mrope_position_ids(image).equal(
-        mrope_position_ids(image, text_resumes="spatial")
-    )
+    # after an image the two rules agree, wide or tall: text at 2 + max(rows, columns)
+    for grid in ((2, 3), (3, 2)):
+        image = [("text", 2), ("image", grid), ("text", 2)]
+        spatial = mrope_position_ids(image, text_resumes="spatial")
+        assert mrope_position_ids(image).equal(spatial)
+        assert spatial[:, -2:].tolist() == [[5, 6]] * 3
 
 
 def test_time_tied_ids_of_qwen2_5_vl_docstring_example():

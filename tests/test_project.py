@@ -244,8 +244,10 @@ def test_notebook_code_fits_the_page(path):
                 assert len(line) <= 88, f"{path.name} cell {index}: {line!r}"
 
 
-def _included_lines(source: Path, options: dict[str, str]) -> list[str]:
-    """The lines a literalinclude shows: a whole file, ``:lines: a-b`` or ``:pyobject:``."""
+def _included_lines(source: Path, options: dict[str, str]) -> tuple[list[str], int]:
+    """The lines a literalinclude shows (a whole file, ``:lines: a-b`` or
+    ``:pyobject:``, up to ``:end-before:`` when given) and how many of them are
+    a docstring."""
     text = source.read_text()
     lines = text.splitlines()
     if "pyobject" in options:
@@ -257,24 +259,45 @@ def _included_lines(source: Path, options: dict[str, str]) -> list[str]:
                 if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name
             )
         first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-        return lines[first - 1 : node.end_lineno]
+        lines = lines[first - 1 : node.end_lineno]
+        if "end-before" in options:
+            marker = options["end-before"]
+            lines = lines[: next(i for i, x in enumerate(lines) if marker in x)]
+        docstring = ast.get_docstring(node) is not None and node.body[0]
+        prose = docstring.end_lineno - docstring.lineno + 1 if docstring else 0
+        return lines, prose
     if "lines" in options:
         first, last = options["lines"].split("-")
-        return lines[int(first) - 1 : int(last)]
-    return lines
+        return lines[int(first) - 1 : int(last)], 0
+    return lines, 0
+
+
+# the most code lines (docstring apart) of a function or class a chapter lists,
+# as for a code cell (issue 50: listings of 33-43 lines)
+MOST_LISTING_LINES = 30
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_package_code_shown_in_the_book_fits_the_page(path):
-    """Package code a chapter shows with literalinclude has no line over 88 characters either."""
+    """Package code a chapter shows with literalinclude has no line over 88
+    characters either, and a function or class it lists has at most
+    ``MOST_LISTING_LINES`` lines of code besides its docstring."""
     directive = re.compile(r"```\{literalinclude\} (\S+)\n((?::[^\n]*\n)*)")
     for cell in read_notebook(path)["cells"]:
         if cell["cell_type"] != "markdown":
             continue
         for match in directive.finditer(cell_text(cell)):
             source = (path.parent / match.group(1)).resolve()
-            options = dict(re.findall(r":(\w+):[ ]?([^\n]*)", match.group(2)))
-            for line in _included_lines(source, options):
+            options = dict(re.findall(r":([\w-]+):[ ]?([^\n]*)", match.group(2)))
+            shown, prose = _included_lines(source, options)
+            if "pyobject" in options:
+                code = len(shown) - prose
+                assert code <= MOST_LISTING_LINES, (
+                    f"{path.name} shows {options['pyobject']} with {code} lines of "
+                    f"code besides its docstring; a reader follows at most "
+                    f"{MOST_LISTING_LINES}: move its checks or a branch into a helper"
+                )
+            for line in shown:
                 assert len(line) <= 88, (
                     f"{path.name} shows {source.name} "
                     f"({options.get('pyobject', 'lines')}) with a line of "
@@ -318,10 +341,12 @@ def test_figures_are_narrow_enough_for_their_text_to_be_read(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_every_figure_has_a_numbered_caption(path):
-    """A cell that shows a figure carries MyST-NB figure metadata: a name and a caption."""
+    """A cell that shows a figure, still (``plt.show()``) or interactive
+    (``pe.interactive.show``), carries MyST-NB figure metadata: a name and a caption."""
     names = []
     for index, cell in enumerate(read_notebook(path)["cells"]):
-        if cell["cell_type"] == "code" and "plt.show()" in cell_text(cell):
+        text = cell_text(cell) if cell["cell_type"] == "code" else ""
+        if "plt.show()" in text or "interactive.show(" in text:
             figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
             assert figure.get("caption") and figure.get("name"), (
                 f"{path.name} cell {index} shows a figure without a numbered caption; "

@@ -399,44 +399,51 @@ def measure(
     busy machine makes every call slow), every row keeps its last full set,
     noisy as it was: each comes back with at least ``repeats`` times.
     """
-    _check_counts(warmup, repeats)
-    if isinstance(calls_per_sample, bool) or not (
-        isinstance(calls_per_sample, int) and calls_per_sample >= 1
-    ):
-        raise ValueError(
-            f"calls_per_sample must be a positive integer, got {calls_per_sample!r}"
-        )
-    if max_seconds is not None and not max_seconds > 0:
-        raise ValueError(f"max_seconds must be positive, got {max_seconds!r}")
-    cases = list(cases)
-    if not cases:
-        raise ValueError("measure needs at least one Case")
-    for case in cases if copy_baselines else []:
-        if case.bytes_moved is not None and case.allocates is None and not case.is_copy:
-            raise ValueError(
-                f"case {case.name!r} says how many bytes it moves but not whether it "
-                "allocates its outputs: give Case(..., allocates=True) if it returns "
-                "new tensors (it is then compared with a clone of its bytes), or "
-                "allocates=False if it writes into outputs it was given or in place"
-            )
+    cases = _checked_cases(cases, warmup, repeats, calls_per_sample, max_seconds)
     device = torch.device(device) if device is not None else default_device()
-    copies: dict[tuple[int, bool], Case] = {}
-    if copy_baselines:
-        own = {
-            (case.bytes_moved, bool(case.allocates)) for case in cases if case.is_copy
-        }
-        for case in cases:
-            key = (case.bytes_moved, bool(case.allocates))
-            if key[0] is not None and key not in own and key not in copies:
-                copies[key] = copy_case(key[0], device, allocating=key[1])
-    everything = cases + list(copies.values())
+    everything = cases + (_copies_for(cases, device) if copy_baselines else [])
     for case in everything:
         for _ in range(warmup):
             case.fn()
     synchronize(device)
+    calls, times, faults = _sample_rounds(
+        everything, device, repeats, max_seconds, max_repeats, calls_per_sample
+    )
+    timings = [_timing(*row, calls) for row in zip(everything, times, faults)]
+    # a copy among the cases is its own baseline (and that of rows of its size)
+    attach_copies(timings)
+    return timings
+
+
+def _timing(case: Case, times: list[float], faults: list[float], calls: int) -> Timing:
+    """A case's row: its times, and the median of its page faults per call."""
+    return Timing(
+        case.name,
+        times,
+        shapes=dict(case.shapes),
+        dtype=case.dtype,
+        bytes_moved=case.bytes_moved,
+        is_copy=case.is_copy,
+        calls_per_sample=calls,
+        peak_bytes=case.peak_bytes,
+        allocates=bool(case.allocates),
+        faults_per_call=statistics.median(faults) if faults else None,
+    )
+
+
+def _sample_rounds(
+    everything: list[Case],
+    device: torch.device,
+    repeats: int,
+    max_seconds: float | None,
+    max_repeats: int,
+    calls: int,
+) -> tuple[int, list[list[float]], list[list[float]]]:
+    """``measure``'s rounds: every case once a round, in a shuffled order, until
+    the counts and caps say stop; the calls each sample averages, and every
+    row's times and page faults."""
     times: list[list[float]] = [[] for _ in everything]
     faults: list[list[float]] = [[] for _ in everything]
-    calls = calls_per_sample  # calls in a row that one sample averages, every row
     # the rows' last full sets of samples (at least `repeats` each) before they
     # started again with longer ones: what they keep if the caps end the rounds
     # before the new sets are full (on a busy machine), so no row comes back
@@ -457,35 +464,61 @@ def measure(
             if row_faults is not None:
                 faults[i].append(row_faults)
         rounds += 1
-        if max_seconds is None:
-            continue
-        if any(
+        if max_seconds is not None and any(
             len(row) >= 2 * repeats and _spread(row) > NOISY_SPREAD for row in times
         ):
+            # every row starts again, each sample averaging more calls in a row
             kept = (calls, [list(row) for row in times], [list(r) for r in faults])
             calls *= BATCH_GROWTH
             for row in times + faults:
                 row.clear()
     if kept is not None and any(len(row) < repeats for row in times):
-        calls, times, faults = kept
-    timings = [
-        Timing(
-            case.name,
-            case_times,
-            shapes=dict(case.shapes),
-            dtype=case.dtype,
-            bytes_moved=case.bytes_moved,
-            is_copy=case.is_copy,
-            calls_per_sample=calls,
-            peak_bytes=case.peak_bytes,
-            allocates=bool(case.allocates),
-            faults_per_call=statistics.median(case_faults) if case_faults else None,
+        return kept
+    return calls, times, faults
+
+
+def _checked_cases(
+    cases: Sequence[Case],
+    warmup: int,
+    repeats: int,
+    calls_per_sample: int,
+    max_seconds: float | None,
+) -> list[Case]:
+    """``measure``'s arguments checked; the cases as a list."""
+    _check_counts(warmup, repeats)
+    if isinstance(calls_per_sample, bool) or not (
+        isinstance(calls_per_sample, int) and calls_per_sample >= 1
+    ):
+        raise ValueError(
+            f"calls_per_sample must be a positive integer, got {calls_per_sample!r}"
         )
-        for case, case_times, case_faults in zip(everything, times, faults)
-    ]
-    # a copy among the cases is its own baseline (and that of rows of its size)
-    attach_copies(timings)
-    return timings
+    if max_seconds is not None and not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds!r}")
+    cases = list(cases)
+    if not cases:
+        raise ValueError("measure needs at least one Case")
+    return cases
+
+
+def _copies_for(cases: list[Case], device: torch.device) -> list[Case]:
+    """One copy per distinct (byte count, allocates) of the cases that move bytes,
+    unless a case is that copy itself; a case that gives its bytes must say
+    whether it allocates."""
+    for case in cases:
+        if case.bytes_moved is not None and case.allocates is None and not case.is_copy:
+            raise ValueError(
+                f"case {case.name!r} says how many bytes it moves but not whether it "
+                "allocates its outputs: give Case(..., allocates=True) if it returns "
+                "new tensors (it is then compared with a clone of its bytes), or "
+                "allocates=False if it writes into outputs it was given or in place"
+            )
+    own = {(case.bytes_moved, bool(case.allocates)) for case in cases if case.is_copy}
+    copies: dict[tuple[int, bool], Case] = {}
+    for case in cases:
+        key = (case.bytes_moved, bool(case.allocates))
+        if key[0] is not None and key not in own and key not in copies:
+            copies[key] = copy_case(key[0], device, allocating=key[1])
+    return list(copies.values())
 
 
 def attach_copies(timings: list[Timing]) -> None:

@@ -52,7 +52,7 @@ from .rope_core import (
     pairs_axis,
     prepare_qk,
     rotate,
-    rotate_into,
+    rotate_all_into,
     tensors_overlap,
 )
 
@@ -128,8 +128,9 @@ def _slabs(
 
 def _rotate_inplace(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
-) -> None:
-    """Overwrite the first ``rotary_dim`` channels of ``x`` with their rotation.
+) -> torch.Tensor:
+    """Overwrite the first ``rotary_dim`` channels of ``x`` with their rotation;
+    returns ``x``.
 
     On the CPU slab by slab, so the temporaries (a copy of ``x_a``, or float32
     copies of both halves for other dtypes) are one slab big and the slab is
@@ -148,6 +149,7 @@ def _rotate_inplace(
             a, b = x1.to(torch.float32), x2.to(torch.float32)
             x1.copy_((a * c).addcmul_(b, s, value=-1))
             x2.copy_((b * c).addcmul_(a, s))
+    return x
 
 
 def apply_rope_qk(
@@ -199,19 +201,12 @@ def apply_rope_qk(
         out=out,
     )
     if inplace:
-        _rotate_inplace(q, cos, sin, pairing, rotary_dim)
-        _rotate_inplace(k, cos, sin, pairing, rotary_dim)
-        return q, k
+        return tuple(_rotate_inplace(x, cos, sin, pairing, rotary_dim) for x in (q, k))
     if out is not None:
-        for x, target in zip((q, k), out):
-            rotate_into(target, x, cos, sin, pairing, rotary_dim)
-            if rotary_dim < x.shape[-1]:
-                target[..., rotary_dim:].copy_(x[..., rotary_dim:])
-        return out[0], out[1]
-    return (
-        rotate(q, cos, sin, pairing, rotary_dim),
-        rotate(k, cos, sin, pairing, rotary_dim),
-    )
+        q_out, k_out = out
+        rotate_all_into(q_out, q, cos, sin, pairing, rotary_dim)
+        return q_out, rotate_all_into(k_out, k, cos, sin, pairing, rotary_dim)
+    return tuple(rotate(x, cos, sin, pairing, rotary_dim) for x in (q, k))
 
 
 # ---------------------------------------------------------------------------

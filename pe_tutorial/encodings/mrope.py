@@ -103,11 +103,7 @@ def mrope_position_ids(
     reach past its rows and columns, where ``"spatial"`` gives the text the
     video's last times again.
     """
-    if text_resumes not in ("spatial", "past_max"):
-        raise ValueError(
-            f"text_resumes must be 'past_max' (Qwen's released code, the default) "
-            f"or 'spatial' (transformers 5's get_rope_index), got {text_resumes!r}"
-        )
+    _check_text_resumes(text_resumes)
     segments = list(segments)
     videos = sum(1 for kind, _ in segments if kind == "video")
     intervals = _video_intervals(tokens_per_second, seconds_per_frame, videos)
@@ -118,31 +114,45 @@ def mrope_position_ids(
             parts.append(torch.arange(start, start + n).expand(3, n))
             start += n
             continue
-        if kind == "image":
-            frames, (rows, columns) = 1, _grid(size, kind, ("rows", "columns"))
-            time = torch.zeros(1, dtype=torch.long)
-        elif kind == "video":
-            frames, rows, columns = _grid(size, kind, ("frames", "rows", "columns"))
-            # t = f (Qwen2-VL) or floor(f r s) in float32 (Qwen2.5-VL)
-            interval = intervals.pop(0)
-            time = torch.arange(frames)
-            if interval is not None:
-                time = (time * interval).long()
-        else:
-            raise ValueError(f"a segment is 'text', 'image' or 'video', got {kind!r}")
-        # (3, frames, rows, columns), read frame by frame, row by row
-        t, h, w = torch.meshgrid(
-            time, torch.arange(rows), torch.arange(columns), indexing="ij"
-        )
-        ids = start + torch.stack([t, h, w]).reshape(3, frames * rows * columns)
+        ids = start + _media_ids(kind, size, intervals)
         parts.append(ids)
-        if text_resumes == "spatial":
-            start += max(rows, columns)
+        if text_resumes == "spatial":  # n + max(rows, columns)
+            start = int(ids[1:].max()) + 1
         else:
             start = int(ids.max()) + 1
     if not parts:
         raise ValueError("give at least one segment")
     return torch.cat(parts, dim=1)
+
+
+def _check_text_resumes(text_resumes: str) -> None:
+    if text_resumes not in ("spatial", "past_max"):
+        raise ValueError(
+            f"text_resumes must be 'past_max' (Qwen's released code, the default) "
+            f"or 'spatial' (transformers 5's get_rope_index), got {text_resumes!r}"
+        )
+
+
+def _media_ids(kind: str, size, intervals: list) -> torch.Tensor:
+    """The (3, frames * rows * columns) ids (t, h, w) of an image or a video placed
+    at 0, read frame by frame, row by row; takes the video's time step from
+    ``intervals``."""
+    if kind == "image":
+        frames, (rows, columns) = 1, _grid(size, kind, ("rows", "columns"))
+        time = torch.zeros(1, dtype=torch.long)
+    elif kind == "video":
+        frames, rows, columns = _grid(size, kind, ("frames", "rows", "columns"))
+        # t = f (Qwen2-VL) or floor(f r s) in float32 (Qwen2.5-VL)
+        interval = intervals.pop(0)
+        time = torch.arange(frames)
+        if interval is not None:
+            time = (time * interval).long()
+    else:
+        raise ValueError(f"a segment is 'text', 'image' or 'video', got {kind!r}")
+    t, h, w = torch.meshgrid(
+        time, torch.arange(rows), torch.arange(columns), indexing="ij"
+    )
+    return torch.stack([t, h, w]).reshape(3, frames * rows * columns)
 
 
 def _video_intervals(tokens_per_second, seconds_per_frame, videos) -> list:

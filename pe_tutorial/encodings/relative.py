@@ -237,14 +237,7 @@ def t5_relative_position_bucket(
     ``max_distance`` on shares the last bucket.
     """
     max_exact = _check_bucket_arguments(bidirectional, num_buckets, max_distance)
-    if (
-        not isinstance(relative_position, torch.Tensor)
-        or relative_position.is_floating_point()
-    ):
-        raise ValueError(
-            "relative_position must be an integer tensor of key - query positions"
-        )
-    relative_position = relative_position.long()
+    relative_position = _relative_positions(relative_position)
     if bidirectional:
         per_direction = num_buckets // 2
         # keys after the query use the upper half
@@ -254,18 +247,26 @@ def t5_relative_position_bucket(
         per_direction = num_buckets
         offset = torch.zeros_like(relative_position)
         n = (-relative_position).clamp(min=0)  # keys after the query: distance 0
-    # log-spaced buckets for n >= E (the clamp keeps log away from 0 where n < E)
-    ratio = n.clamp(min=max_exact).float() / max_exact
-    large = (
-        max_exact
-        + (
-            torch.log(ratio)
-            / math.log(max_distance / max_exact)
-            * (per_direction - max_exact)
-        ).long()
+    # log-spaced buckets for n >= E (the clamp keeps log away from 0 where n < E),
+    # in T5's order of operations, so that float rounding puts n where T5 does
+    log_ratio = torch.log(n.clamp(min=max_exact).float() / max_exact)
+    spread = (
+        log_ratio / math.log(max_distance / max_exact) * (per_direction - max_exact)
     )
-    large = large.clamp(max=per_direction - 1)
+    large = (max_exact + spread.long()).clamp(max=per_direction - 1)
     return offset + torch.where(n < max_exact, n, large)
+
+
+def _relative_positions(relative_position) -> torch.Tensor:
+    """``t5_relative_position_bucket``'s offsets, checked, as int64."""
+    if (
+        not isinstance(relative_position, torch.Tensor)
+        or relative_position.is_floating_point()
+    ):
+        raise ValueError(
+            "relative_position must be an integer tensor of key - query positions"
+        )
+    return relative_position.long()
 
 
 def t5_untrained_share(

@@ -106,15 +106,20 @@ def apply_rope(
     check_x(x)
     pairing = check_pairing(pairing)
     rotary_dim = check_rotary_dim(x.shape[-1], rotary_dim)
+    cos, sin = _cos_sin(x, positions, rotary_dim, base)  # (..., T, R/2) each
+    return rotate(x, cos, sin, pairing, rotary_dim)
+
+
+def _cos_sin(
+    x: torch.Tensor, positions: torch.Tensor | None, rotary_dim: int, base: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos(m theta_i) and sin(m theta_i) for ``apply_rope``, ``(..., T, R/2)`` each."""
     # tables up to 4 MiB each (32 kept); past that, computing them is amortised
     small = x.shape[-2] * rotary_dim <= 2**20
     if positions is None and small and cacheable(base):
         # 0 .. seq - 1: the same table for every call of this size
-        cos, sin = _arange_cos_sin(x.shape[-2], rotary_dim, base, x.device)
-    else:
-        positions = resolve_positions(positions, x)
-        cos, sin = angles_cos_sin(positions, rotary_dim, base)  # (..., T, R/2) each
-    return rotate(x, cos, sin, pairing, rotary_dim)
+        return _arange_cos_sin(x.shape[-2], rotary_dim, base, x.device)
+    return angles_cos_sin(resolve_positions(positions, x), rotary_dim, base)
 
 
 @functools.lru_cache(maxsize=32)
@@ -516,22 +521,8 @@ def grid_positions(
     return torch.stack([g.flatten() for g in grids], dim=-1)  # (N, n_axes)
 
 
-def apply_rope_nd(
-    x: torch.Tensor,
-    positions: torch.Tensor,
-    *,
-    base: float = 10000.0,
-    pairing: Pairing = "half",
-) -> torch.Tensor:
-    """Axial RoPE for n-D positions (image patches, video); chapter 6, Heo et al. 2024.
-
-    ``positions`` has shape ``(..., seq, n_axes)``: one integer coordinate per
-    axis for every token (``grid_positions(height, width)`` for an image). The
-    channels are split into ``n_axes`` equal chunks; chunk ``a`` is rotated by
-    ``apply_rope`` with the coordinates along axis ``a``. The score of two
-    tokens then depends only on their offset along every axis.
-    ``head_dim`` must be divisible by ``2 * n_axes``. Returns a tensor like ``x``.
-    """
+def _check_nd(x: torch.Tensor, positions: torch.Tensor) -> int:
+    """``apply_rope_nd``'s checks; the number of axes."""
     check_x(x)
     require_integer_tensor(positions)
     if positions.ndim < 2:
@@ -548,7 +539,27 @@ def apply_rope_nd(
             "number of channels; "
             f"use a head_dim divisible by 2 * n_axes = {2 * n_axes}"
         )
-    chunks = x.split(head_dim // n_axes, dim=-1)  # n_axes x (..., T, D/n)
+    return n_axes
+
+
+def apply_rope_nd(
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    *,
+    base: float = 10000.0,
+    pairing: Pairing = "half",
+) -> torch.Tensor:
+    """Axial RoPE for n-D positions (image patches, video); chapter 6, Heo et al. 2024.
+
+    ``positions`` has shape ``(..., seq, n_axes)``: one integer coordinate per
+    axis for every token (``grid_positions(height, width)`` for an image). The
+    channels are split into ``n_axes`` equal chunks; chunk ``a`` is rotated by
+    ``apply_rope`` with the coordinates along axis ``a``. The score of two
+    tokens then depends only on their offset along every axis.
+    ``head_dim`` must be divisible by ``2 * n_axes``. Returns a tensor like ``x``.
+    """
+    n_axes = _check_nd(x, positions)
+    chunks = x.split(x.shape[-1] // n_axes, dim=-1)  # n_axes x (..., T, D/n)
     rotated = [
         apply_rope(c, positions[..., a], base=base, pairing=pairing)
         for a, c in enumerate(chunks)

@@ -260,22 +260,10 @@ def rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
 ) -> torch.Tensor:
     """Rotate the first ``rotary_dim`` channels of ``x``; cos, sin ``(..., T, R/2)``."""
-    needs_graph = torch.is_grad_enabled() and (
-        x.requires_grad or cos.requires_grad or sin.requires_grad
-    )
-    # torch.compile and torch.func (vmap, grad) need ops without out=
-    transformed = (
-        torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active()
-    )
-    if not needs_graph and not transformed:
-        # written straight into the result: no float32 copy, no concatenation
-        out = torch.empty_like(x)
-        rotate_into(out, x, cos, sin, pairing, rotary_dim)
-        if rotary_dim < x.shape[-1]:
-            # partial rotary: the rest passes through
-            out[..., rotary_dim:].copy_(x[..., rotary_dim:])
-        return out
-    # the same arithmetic with out-of-place ops, which autograd and tracing follow
+    if not _needs_out_of_place(x, cos, sin):
+        return _rotate_into_new(x, cos, sin, pairing, rotary_dim)
+    # each pair (a, b) -> (a cos - b sin, b cos + a sin), in float32, out of place
+    # so that autograd and tracing can follow it
     x1, x2 = pair_views(x.to(torch.float32), pairing, rotary_dim)
     y1 = (x1 * cos).addcmul(x2, sin, value=-1)
     y2 = (x2 * cos).addcmul(x1, sin)
@@ -289,6 +277,43 @@ def rotate(
         return rotated
     # partial rotary: the rest passes through
     return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
+
+
+def _needs_out_of_place(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Autograd needs a graph, and torch.compile and torch.func (vmap, grad) need
+    ops without ``out=``: then ``rotate`` cannot write into a new tensor."""
+    needs_graph = torch.is_grad_enabled() and (
+        x.requires_grad or cos.requires_grad or sin.requires_grad
+    )
+    return (
+        needs_graph
+        or torch.compiler.is_compiling()
+        or torch._C._are_functorch_transforms_active()
+    )
+
+
+def _rotate_into_new(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairing: str, rotary_dim: int
+) -> torch.Tensor:
+    """``rotate``'s arithmetic written straight into the result: no float32 copy
+    of ``x``, no concatenation."""
+    return rotate_all_into(torch.empty_like(x), x, cos, sin, pairing, rotary_dim)
+
+
+def rotate_all_into(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    pairing: str,
+    rotary_dim: int,
+) -> torch.Tensor:
+    """``rotate_into`` for the first ``rotary_dim`` channels, the rest of ``x``
+    copied through (partial rotary); returns ``out``."""
+    rotate_into(out, x, cos, sin, pairing, rotary_dim)
+    if rotary_dim < x.shape[-1]:
+        out[..., rotary_dim:].copy_(x[..., rotary_dim:])
+    return out
 
 
 # ---------------------------------------------------------------------------
