@@ -38,7 +38,7 @@ from pe_tutorial.experiments.config import (
 from pe_tutorial.experiments.extensions import fine_tuning
 from pe_tutorial.experiments.results import summary
 from pe_tutorial.experiments.runner import Runner
-from pe_tutorial.experiments.tasks import TaskUnits
+from pe_tutorial.experiments.tasks import TaskUnits, keys_by_step
 from pe_tutorial.lm.data import shakespeare_corpus, stdlib_corpus
 from pe_tutorial.lm.model import SCHEMES, ModelConfig
 from pe_tutorial.lm.train import TrainConfig
@@ -1298,12 +1298,13 @@ def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone():
         preset,
         language_models=False,
         global_interpolation=(),
-        passkey={**TINY.passkey, "keys": 2, "seq_len": 24},
+        passkey={**TINY.passkey, "keys": 2, "seq_len": 24, "one_key_steps": 1},
     )
     results = run_experiments(tasks_only, device="cpu", progress=False)
     assert results["language_model"] == []
     assert [e["scheme"] for e in results["passkey"]] == ["local-global", "rope"]
     assert results["settings"]["passkey"]["keys"] == 2
+    assert results["settings"]["passkey"]["one_key_steps"] == 1
 
 
 @pytest.mark.parametrize(
@@ -1315,6 +1316,15 @@ def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone():
         ({"language_models": False, "lookback": {}, "passkey": {}}, "nothing would"),
         ({"passkey": {**TINY.passkey, "keys": 9}}, "passkey: keys=9"),
         ({"passkey": {**TINY.passkey, "keys": 3}}, "passkey: seq_len=12 is too short"),
+        ({"passkey": {**TINY.passkey, "one_key_steps": 2}}, "but keys is 1; give keys"),
+        (
+            {"passkey": {**TINY.passkey, "keys": 2, "seq_len": 24, "one_key_steps": 8}},
+            "one_key_steps=8 leaves none of the 3 steps",
+        ),
+        (
+            {"passkey": {**TINY.passkey, "keys": 2, "seq_len": 24, "one_key_steps": 0}},
+            "passkey.one_key_steps: 0; give 1 or more",
+        ),
     ],
 )
 def test_the_controls_settings_are_checked_before_anything_trains(changes, message):
@@ -1336,3 +1346,11 @@ def test_a_rolling_cache_reading_is_checked_before_anything_trains(changes, mess
     data = preset_to_dict(replace(TINY, **changes))
     with pytest.raises(ExperimentError, match=message):
         preset_from_dict(data)
+
+
+def test_the_multi_key_curriculum_trains_one_key_first_then_the_tasks_keys():
+    task = {**TINY.passkey, "keys": 3, "one_key_steps": 2}
+    keys = keys_by_step(task)
+    assert [keys() for _ in range(5)] == [1, 1, 3, 3, 3]
+    plain = keys_by_step({**TINY.passkey, "keys": 3})
+    assert [plain() for _ in range(3)] == [3, 3, 3]

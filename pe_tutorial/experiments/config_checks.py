@@ -212,6 +212,17 @@ def check_lookback(task: dict) -> None:
 
 
 def check_passkey(task: dict) -> None:
+    one_key, keys = task.get("one_key_steps"), task.get("keys", 1)
+    if one_key is not None and keys == 1:
+        raise ValueError(
+            f"one_key_steps={one_key} trains on one key before the task's keys, "
+            "but keys is 1; give keys = 2 or more, or drop one_key_steps"
+        )
+    if one_key is not None and one_key >= task["steps"]:
+        raise ValueError(
+            f"one_key_steps={one_key} leaves none of the {task['steps']} steps for "
+            f"{keys} keys; give fewer one-key steps than steps"
+        )
     for depth in task["depths"]:
         passkey_batch(
             1,

@@ -47,6 +47,7 @@ TASK_FIELDS = {
         "key_len": int,
         "depths": tuple[float, ...],
         "keys": int,  # several named keys, one asked for; 1 when not given
+        "one_key_steps": int,  # with keys > 1: the first steps train on one key
     },
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -32,6 +33,19 @@ from .measures import mean_over_depths, scores_text
 from .presets import Preset
 from .run_context import RunContext
 from .units import LOOKBACK, PASSKEY, ROPE_PASSKEY, UnitKind
+
+
+def keys_by_step(task: dict) -> Callable[[], int]:
+    """The number of keys of each passkey training batch, one call a batch: one key
+    for the task's first ``one_key_steps`` batches (a curriculum, chapter 12: the
+    frontier run's task first), then the task's ``keys``."""
+    count = itertools.count(1)
+    one_key = task.get("one_key_steps", 0)
+
+    def keys() -> int:
+        return 1 if next(count) <= one_key else task.get("keys", 1)
+
+    return keys
 
 
 class TaskUnits:
@@ -173,9 +187,11 @@ class TaskUnits:
             replace(self.runner.model_config(scheme), max_positions=L)
         )
 
+        keys = keys_by_step(task)
+
         def batches(generator, n=L, size=config.batch_size):
             return passkey_batch(
-                size, n, generator, key_len=task["key_len"], keys=task.get("keys", 1)
+                size, n, generator, key_len=task["key_len"], keys=keys()
             )
 
         # the learning curve: whole-key accuracy at L (mean over the depths) after
