@@ -1276,17 +1276,28 @@ def test_a_start_byte_begins_every_window_the_models_train_and_are_scored_on(
     assert torch.equal(plain.segments[:, 1:], runner.segments[:, 1:])
 
 
-def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone():
+def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone(
+    monkeypatch,
+):
     """global_interpolation reads each local-global model again with its global
-    layers interpolated (the record keeps it by factor, other schemes have no such
-    reading); language_models = false trains the passkey models only, here with
-    two named keys."""
+    layers interpolated by the factor given (the record keeps it by factor, other
+    schemes have no such reading); language_models = false trains the passkey
+    models only, here with two named keys and a one-key curriculum."""
+    factors = []
+    real = experiments_runner.with_global_interpolation
+
+    def spied(model, factor):
+        factors.append(factor)
+        return real(model, factor)
+
+    monkeypatch.setattr(experiments_runner, "with_global_interpolation", spied)
     preset = text_models_only(
         model={"d_model": 16, "num_heads": 2, "num_layers": 2, "global_every": 2},
         schemes=("local-global", "rope"),
         global_interpolation=(8.0,),
     )
     results = run_experiments(preset, device="cpu", progress=False)
+    assert factors == [8.0]  # the local-global model, once, at the factor given
     lm = {entry["scheme"]: entry["runs"][0] for entry in results["language_model"]}
     reading = lm["local-global"]["global_interpolation"]
     assert list(reading) == ["8"] and set(reading["8"]) == set(
