@@ -23,6 +23,7 @@ from pe_tutorial.attention.schemes import (
     ALiBiScheme,
     CoPEScheme,
     DisentangledScheme,
+    QKTableScheme,
     RotaryScheme,
     ShawScheme,
     T5BiasScheme,
@@ -209,6 +210,11 @@ def rotated(scheme, q, k):
             for i in range(k_len - q_len, k_len)
         ]
         return q * torch.tensor(scale, dtype=q.dtype)[:, None], k
+    if isinstance(scheme, QKTableScheme):
+        # the table's rows for positions 0 .. k_len - 1; queries are the last q_len
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        table = table_rows(scheme.encoding, k_len, scheme.head_dim).to(q.dtype)
+        return q + table[k_len - q_len :], k + table
     if not isinstance(scheme, RotaryScheme):
         return q, k
     rope = scheme.encoding
@@ -226,16 +232,21 @@ def with_positions_added(scheme, x):
     if not isinstance(scheme, AbsoluteScheme):
         return x
     T, d = x.shape[-2:]
-    table = scheme.encoding
+    return x + table_rows(scheme.encoding, T, d)
+
+
+def table_rows(table, T: int, d: int) -> torch.Tensor:
+    """Rows 0 .. T - 1 of an absolute table of width d: a learned table's weights,
+    or the sinusoidal code written out, sin and cos of p / base^(2i/d)."""
     if isinstance(table, LearnedPositionalEmbedding):
-        return x + table.weight[:T]
+        return table.weight[:T]
     assert isinstance(table, SinusoidalPositionalEmbedding)
     pe = torch.zeros(T, d)
     for p in range(T):
         for i in range(d // 2):
             angle = p / table.base ** (2 * i / d)
             pe[p, 2 * i], pe[p, 2 * i + 1] = math.sin(angle), math.cos(angle)
-    return x + pe
+    return pe
 
 
 def scheme_attention(scheme, q, k, v, *, causal, mask=None):

@@ -252,6 +252,9 @@ POSITION_PARAMETERS = {
         "encoding.query_proj.weight",
         "encoding.query_proj.bias",
     ),
+    # the survey's table on queries and keys: one, shared by the layers
+    "learned-qk": {"blocks.0.attention.scheme.encoding.weight"},
+    "sinusoidal-qk": set(),
     "p-rope": set(),
     "irope": set(),
     "local-global": set(),
@@ -273,6 +276,8 @@ def test_position_parameters_are_the_schemes_own(scheme):
         assert sizes == {name: (32, 4) for name in named}  # buckets x heads
     if scheme == "learned":
         assert sizes == {"input_table.weight": (16, 32)}  # max_positions x d_model
+    if scheme == "learned-qk":
+        assert sizes == {name: (16, 8) for name in named}  # max_positions x head_dim
 
 
 def test_a_table_in_every_layer_is_one_position_parameter():

@@ -25,6 +25,7 @@ from pe_tutorial.attention.schemes import (
     CoPEScheme,
     DisentangledScheme,
     NoPositionScheme,
+    QKTableScheme,
     RotaryScheme,
     ShawScheme,
     T5BiasScheme,
@@ -353,3 +354,36 @@ def test_a_scheme_on_another_device_than_q_raises():
         ValueError, match=r"ALiBiScheme is on cpu but the queries are on meta"
     ):
         attend(q, k, v, ALiBiScheme(ALiBiBias(H)))
+
+
+# --- the survey's table on queries and keys (chapter 9; chapter 4's A = I) -------
+
+
+def test_a_table_on_queries_and_keys_gives_the_four_terms_of_chapter_4():
+    """(q_i + P[i]) . (k_j + P[j]) = q_i.k_j + q_i.P[j] + P[i].k_j + P[i].P[j], term
+    by term in a loop; with the sinusoidal table the last term is sum cos((i-j) w)."""
+    torch.manual_seed(0)
+    D, T = 8, 6
+    table = SinusoidalPositionalEmbedding(D)
+    q, k = torch.randn(2, 1, 1, T, D, dtype=torch.float64)
+    q_in, k_in = QKTableScheme(table).rotate(q, k)
+    scores = q_in @ k_in.transpose(-1, -2)
+    omega = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    P = table(torch.arange(T)).double()
+    for i in range(T):
+        for j in range(T):
+            position_term = torch.cos((i - j) * omega).sum()
+            assert torch.allclose(P[i] @ P[j], position_term)
+            four = q[0, 0, i] @ k[0, 0, j] + q[0, 0, i] @ P[j] + P[i] @ k[0, 0, j]
+            assert torch.allclose(scores[0, 0, i, j], four + position_term)
+
+
+def test_a_table_on_queries_and_keys_puts_a_decoding_query_at_the_last_position():
+    torch.manual_seed(0)
+    table = LearnedPositionalEmbedding(10, 4)
+    q, k = torch.randn(1, 2, 1, 4), torch.randn(1, 2, 7, 4)
+    q_in, k_in = QKTableScheme(table).rotate(q, k)
+    assert torch.equal(q_in, q + table.weight[6])
+    assert torch.equal(k_in, k + table.weight[:7])
+    with pytest.raises(ValueError, match="QKTableScheme wraps a"):
+        QKTableScheme(ALiBiBias(2))

@@ -7,6 +7,7 @@ so every parameter has one source of truth::
 
     AbsoluteScheme(SinusoidalPositionalEmbedding(d_model))   x + PE[t] at the input
     AbsoluteScheme(LearnedPositionalEmbedding(L, d_model))   the same, learned
+    QKTableScheme(LearnedPositionalEmbedding(L, head_dim))   q + P[i], k + P[j]
     RotaryScheme(RotaryEmbedding(head_dim))                  rotate q and k
     ALiBiScheme(ALiBiBias(num_heads))                        -m_h (i - j) on the scores
     T5BiasScheme(T5RelativeBias(num_heads))                  b_h[bucket(j - i)]
@@ -44,6 +45,7 @@ from .position_scheme import NoPositionScheme, PositionScheme, ScoreMod
 __all__ = [
     "NoPositionScheme",
     "AbsoluteScheme",
+    "QKTableScheme",
     "RotaryScheme",
     "ALiBiScheme",
     "T5BiasScheme",
@@ -88,6 +90,39 @@ class AbsoluteScheme(PositionScheme):
         positions = torch.arange(x.shape[-2], device=x.device)
         # (B, T, d) + (T, d)
         return x + self.encoding(positions).to(x.dtype)
+
+
+class QKTableScheme(PositionScheme):
+    """An absolute table added to every head's queries and keys after projection,
+    ``q_i + P[i]`` and ``k_j + P[j]``, in every layer (chapter 4's ``A = I`` case).
+
+    The survey of chapter 9 adds its learned or fixed table this way in each
+    layer: the score ``(q_i + P[i]) . (k_j + P[j])`` then holds the content
+    term, two content-position terms and ``P[i] . P[j]`` with no projection
+    between the two codes. Wraps a ``SinusoidalPositionalEmbedding`` or a
+    ``LearnedPositionalEmbedding`` whose ``dim`` is the head's, one table
+    shared by every head (and, in a model, every layer). Keys sit at
+    ``0 .. k_len - 1``, queries at the last ``q_len`` of those positions.
+    """
+
+    def __init__(
+        self, encoding: SinusoidalPositionalEmbedding | LearnedPositionalEmbedding
+    ):
+        super().__init__()
+        _require_module(
+            "QKTableScheme",
+            encoding,
+            SinusoidalPositionalEmbedding,
+            LearnedPositionalEmbedding,
+        )
+        self.encoding = encoding
+        self.head_dim = encoding.dim
+
+    def rotate(self, q, k):
+        k_len = k.shape[-2]
+        table = self.encoding(torch.arange(k_len, device=k.device))  # (Tk, D)
+        q_rows = table[query_positions(q.shape[-2], k_len, device=q.device)]
+        return q + q_rows.to(q.dtype), k + table.to(k.dtype)
 
 
 class RotaryScheme(PositionScheme):

@@ -18,6 +18,10 @@ the ones chapter 9 trains:
                       registered, not in ``SCHEMES``)
 ``"rope-input"``      RoPE applied once, rotating the token embeddings: the
                       survey's absolute RoPE (chapter 9; not in ``SCHEMES``)
+``"learned-qk"``      a learned table of the head's width added to every
+                      head's queries and keys after projection, in every
+                      layer: the survey's layerwise code (chapter 9)
+``"sinusoidal-qk"``   the same with the sinusoidal table (chapter 9)
 ``"p-rope"``          RoPE with its slowest pairs never rotated (chapter 11)
 ``"irope"``           Llama 4's RoPE layers in chunks, every few a NoPE layer
                       with temperature-scaled queries (chapter 12)

@@ -31,6 +31,7 @@ from ..attention.schemes import (
     ALiBiScheme,
     CoPEScheme,
     DisentangledScheme,
+    QKTableScheme,
     RotaryScheme,
     ShawScheme,
     T5BiasScheme,
@@ -359,6 +360,34 @@ register_scheme(
         options=("rope_base", "max_positions"),
         absolute=True,
         rotates_input=True,
+        studied=False,
+    )
+)
+# the survey's layerwise absolute codes (chapter 9; chapter 4's A = I): a table of the head's width
+# added to every head's queries and keys after projection, in every layer
+register_scheme(
+    ModelScheme(
+        "learned-qk",
+        "queries and keys",
+        9,
+        "a learned table added to every head's queries and keys after projection, "
+        "in every layer (the survey's layerwise absolute code)",
+        shared=lambda c: LearnedPositionalEmbedding(c.max_positions, c.head_dim),
+        layer=lambda c, shared: QKTableScheme(shared),
+        options=("max_positions",),
+        max_length=lambda c: c.max_positions,
+        studied=False,
+    )
+)
+register_scheme(
+    ModelScheme(
+        "sinusoidal-qk",
+        "queries and keys",
+        9,
+        "the sinusoidal table added to every head's queries and keys after "
+        "projection, in every layer (the survey's fixed absolute code)",
+        shared=lambda c: SinusoidalPositionalEmbedding(c.head_dim),
+        layer=lambda c, shared: QKTableScheme(shared),
         studied=False,
     )
 )

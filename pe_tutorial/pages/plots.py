@@ -32,6 +32,8 @@ SCHEME_COLOURS = {
     "cope": "#9467bd",
     "deberta": "#17becf",
     "rope-input": "#08306b",
+    "learned-qk": "#843c39",
+    "sinusoidal-qk": "#7b4173",
     "p-rope": "#6baed6",
     "irope": "#bcbd22",
     "local-global": "#393b79",
