@@ -164,6 +164,7 @@ from .lm.findings import (
     train_gap,
 )
 from .lm.model import SCHEMES, ByteTransformer, ModelConfig
+from .lm.registry import ModelScheme, register_scheme, unregister_scheme
 from .lm.run_verdicts import (
     Family,
     entry_verdict,
@@ -306,6 +307,7 @@ __all__ = [
     "mean_token_cosine",
     "MixedRoPE2d",
     "ModelConfig",
+    "ModelScheme",
     "mrope_position_ids",
     "MultiHeadAttention",
     "nearest_rows",
@@ -322,6 +324,7 @@ __all__ = [
     "gain_verdict",
     "length_verdict",
     "phrase",
+    "register_scheme",
     "run_verdict",
     "scalar_verdict",
     "scored_files",
@@ -396,6 +399,7 @@ __all__ = [
     "T5BiasScheme",
     "T5RelativeBias",
     "TemperedNoPEScheme",
+    "unregister_scheme",
     "without_temperature",
     "to_torch_multihead",
     "trailing_ones",

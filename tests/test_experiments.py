@@ -823,7 +823,9 @@ def _field_changes(preset: Preset):
             yield name, name, replace(preset, **{name: _changed(value)})
 
 
-def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatch):
+def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(
+    monkeypatch, tmp_path
+):
     """Walk every Preset field (TrainConfig and ModelConfig fields one by one): a
     change moves the fingerprint of exactly the units whose kind reads the field.
     A unit cannot read a field its kind leaves out (the next test), so every
@@ -844,7 +846,10 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(monkeypatc
         tuned=(("alibi", (("learning_rate", 1e-2),)),),
         test_bytes=5_000,
         global_interpolation=(8.0,),
+        # a reader's scheme file: its text is what the fingerprints hold
+        schemes_from=(str(tmp_path / "walk_pe.py"),),
     )
+    (tmp_path / "walk_pe.py").write_text("# a scheme file (its text is hashed)\n")
 
     def fingerprints(preset):
         plan = Runner(preset, torch.device("cpu"), progress=False).plan()

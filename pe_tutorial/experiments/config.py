@@ -12,6 +12,8 @@ The file's keys are the ``Preset``'s fields (``presets.py``)::
     corpus = "texts"                 # "stdlib", "shakespeare", or a folder of text
                                      # files or one file (relative to this file)
     schemes = ["rope", "alibi"]      # any registered scheme (lm/registry.py)
+    schemes_from = ["my_pe.py"]      # files (or modules) registering your own
+                                     # schemes (scheme_files.py)
     seeds = [0, 1]
     multiples = [1, 2, 4]            # the lengths read, times train.seq_len
 
@@ -91,6 +93,7 @@ from pathlib import Path
 from ..encodings.rope_scaling import SCALING_METHODS
 from ..lm.registry import registered, scheme_names
 from ..lm.train import TrainConfig
+from . import scheme_files
 from .config_checks import (
     check_corpus,
     check_experiment,
@@ -375,6 +378,11 @@ def preset_from_dict(
         if key in data:
             values[key] = convert(key, data[key], PRESET_HINTS[key])
     values.setdefault("name", name or "experiment")
+    if "schemes_from" in values:  # the reader's schemes, before any list names them
+        values["schemes_from"] = tuple(
+            scheme_files.resolve(s, base) for s in values["schemes_from"]
+        )
+        scheme_files.load(values["schemes_from"])
     for key in SCHEME_LISTS:
         if key in values:
             _check_schemes(key, values[key])
@@ -516,6 +524,11 @@ def read_experiment(path: str | Path) -> tuple[dict, Path]:
     base = path.resolve().parent
     if isinstance(data.get("corpus"), str):
         data["corpus"] = _resolve_corpus(data["corpus"], base)
+    if isinstance(data.get("schemes_from"), list):  # files read from the file's folder
+        data["schemes_from"] = [
+            scheme_files.resolve(s, base) if isinstance(s, str) else s
+            for s in data["schemes_from"]
+        ]
     data.setdefault("name", path.stem)
     return data, base
 

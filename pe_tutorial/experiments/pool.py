@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 
+from . import scheme_files
 from .presets import Preset
 from .runner import Runner
 from .units import Unit
@@ -50,6 +51,8 @@ def worker_threads(jobs: int) -> int:
 
 def _start(preset: Preset, devices, threads: int) -> None:
     torch.set_num_threads(threads)
+    # a fresh process: the reader's own schemes are registered here again
+    scheme_files.load(preset.schemes_from)
     runner = Runner(preset, torch.device(devices.get()), progress=False)
     lines: list[str] = []
     runner.log = lines.append

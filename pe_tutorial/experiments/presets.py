@@ -63,6 +63,9 @@ class Preset:
     test_bytes: int = 0
     scored_split: str = "validation"
     corpus: str = "stdlib"
+    # Python files (absolute paths) or modules that register the reader's own
+    # schemes, loaded in every process that reads the preset (scheme_files.py)
+    schemes_from: tuple[str, ...] = ()
     schemes: tuple[str, ...] = SCHEMES
     post_norm_schemes: tuple[str, ...] = ()
     every_layer_schemes: tuple[str, ...] = ()

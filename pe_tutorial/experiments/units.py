@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from . import scheme_files
 from .presets import Preset
 
 __all__ = [
@@ -100,7 +101,7 @@ class UnitKind:
 # A model is built from ``model`` with ``max_positions`` the training length, and
 # trained with ``train`` and its scheme's ``tuned`` fields (its seed, steps or
 # length replaced where a task says).
-_MODEL = ("model", "train", "tuned")
+_MODEL = ("model", "train", "tuned", "schemes_from")
 # scored at ``multiples`` of the training length on ``eval_windows`` segments of
 # a corpus cut at ``train_bytes``, ``validation_bytes`` and ``test_bytes``, on the
 # ``scored_split``
@@ -237,6 +238,10 @@ def fingerprint(
         "arguments": {name: _plain(v) for name, v in arguments.items()},
         "preset": {name: _plain(getattr(preset, name)) for name in kind.reads},
     }
+    if "schemes_from" in kind.reads:  # the reader's files: their text, not their place
+        sources = value["preset"].pop("schemes_from")
+        if sources:
+            value["scheme_files"] = scheme_files.digests(sources)
     if "tuned" in kind.reads:  # a unit trains one scheme, so reads its fields only
         scheme = _scheme_of(arguments)
         fields_ = dict(preset.tuned).get(scheme)

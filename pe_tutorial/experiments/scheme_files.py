@@ -1,0 +1,205 @@
+"""Schemes from a reader's own files: an experiment's ``schemes_from`` (issue 51).
+
+An experiment may name Python files, or importable modules, that register
+position schemes through the public registry::
+
+    schemes_from = ["my_pe.py"]      # relative to the experiment file
+    schemes = ["rope", "my-bias"]    # "my-bias" registered by my_pe.py
+
+A file is loaded wherever the experiment is read: where the run is planned,
+in every ``--jobs`` worker (each a fresh process, ``pool._start``), for
+``--shard``, ``merge`` and ``show``. Its source is part of the fingerprint of
+every unit (``digests``), so a changed file is new code and ``--resume`` does
+not reuse the units it made. Before anything trains, every scheme a file
+registers is probed (``probe_scheme``): a small model built with it must give
+finite logits of the right shape at two lengths, and no output may change
+when only a later token does. Each problem (no such file, an error while
+loading, no scheme registered, a name already taken, a failed probe) is one
+``ExperimentError`` naming the file.
+
+What a file must do is the registry's protocol (``lm.registry.ModelScheme``):
+a name, where the positions enter (``enters``, words for the tables), the
+chapter, a summary, and the hooks that build the model's parts: ``shared``
+(one module for the whole model, or None), ``layer`` (each layer's
+``PositionScheme``: ``add_to_input``, ``rotate``, ``bias`` or
+``score_mod``), ``options`` (the ``ModelConfig`` fields those read) and
+``max_length`` where a scheme cannot read past some length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from ..lm.model import VOCAB_SIZE, ByteTransformer, ModelConfig
+from ..lm.registry import registered, scheme_names
+from .config_fields import ExperimentError
+
+# source -> (digest of its text, the schemes it registered), per process
+_LOADED: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def resolve(source: str, base: Path | None) -> str:
+    """A ``.py`` file as an absolute path (relative ones from ``base``, else the
+    current folder); anything else is a module name, kept as given."""
+    if not source.endswith(".py"):
+        if not all(part.isidentifier() for part in source.split(".")):
+            raise ExperimentError(
+                f"schemes_from: {source!r} is neither a Python file (ending in .py) "
+                "nor a module name (such as my_package.my_pe)"
+            )
+        return source
+    path = Path(source).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    return os.path.abspath(path)
+
+
+def label(source: str) -> str:
+    """How a message and a fingerprint name a source: a file by its name."""
+    return Path(source).name if source.endswith(".py") else source
+
+
+def _text(source: str) -> str:
+    if source.endswith(".py"):
+        if not Path(source).is_file():
+            raise ExperimentError(
+                f"schemes_from: {source} does not exist; give the path of a Python "
+                "file (relative to the experiment file) or an importable module"
+            )
+        return Path(source).read_text()
+    spec = importlib.util.find_spec(source)
+    if spec is None or spec.origin is None or not Path(spec.origin).is_file():
+        raise ExperimentError(
+            f"schemes_from: no module named {source!r} can be imported here; "
+            "install it or give the path of its .py file"
+        )
+    return Path(spec.origin).read_text()
+
+
+def digest(source: str) -> str:
+    """A hash of the source's text (16 hex digits)."""
+    return hashlib.sha256(_text(source).encode()).hexdigest()[:16]
+
+
+def digests(sources: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``{label: digest}`` of each source: what the units' fingerprints hold."""
+    return {label(s): digest(s) for s in sources}
+
+
+def _execute(source: str, name: str) -> None:
+    if source.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(name, source)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # for pickling what the file defines
+        spec.loader.exec_module(module)
+    else:
+        importlib.import_module(source)
+
+
+def load(sources: tuple[str, ...] | list[str]) -> dict[str, tuple[str, ...]]:
+    """Load each source once per process; the schemes each registered, by source.
+
+    A source loaded before with the same text is not loaded again; one whose
+    text changed since is an error (the process would hold the old scheme).
+    """
+    found = {}
+    for source in sources:
+        text_digest = digest(source)
+        if source in _LOADED:
+            loaded_digest, names = _LOADED[source]
+            if loaded_digest != text_digest:
+                raise ExperimentError(
+                    f"schemes_from: {label(source)} changed since this process "
+                    "loaded it; run the command again in a new process"
+                )
+            found[source] = names
+            continue
+        before = set(scheme_names())
+        try:
+            _execute(source, f"pe_tutorial_schemes_{text_digest}")
+        except ExperimentError:
+            raise
+        except ValueError as error:
+            if "already registered" in str(error):
+                raise ExperimentError(
+                    f"schemes_from: {label(source)} registers a scheme under a name "
+                    f"that is taken ({error.args[0].split(';')[0]}); the book's "
+                    "names are reserved: choose another name"
+                ) from None
+            raise _loading_failed(source, error) from None
+        except Exception as error:  # the reader's code: any error, named
+            raise _loading_failed(source, error) from None
+        names = tuple(n for n in scheme_names() if n not in before)
+        if not names:
+            raise ExperimentError(
+                f"schemes_from: {label(source)} registers no scheme; a scheme file "
+                "calls pe.register_scheme(pe.ModelScheme(...)) for each scheme "
+                "(see pe_tutorial.experiments.scheme_files)"
+            )
+        for name in names:
+            probe_scheme(name, source)
+        _LOADED[source] = (text_digest, names)
+        found[source] = names
+    return found
+
+
+def _loading_failed(source: str, error: Exception) -> ExperimentError:
+    return ExperimentError(
+        f"schemes_from: loading {label(source)} failed: {type(error).__name__}: {error}"
+    )
+
+
+def probe_scheme(name: str, source: str) -> None:
+    """Build a small causal model with the scheme and check its outputs: finite
+    logits shaped ``(batch, length, 256)`` at two lengths, and none that moves
+    when only a later token changes (a look-ahead)."""
+    where = f"schemes_from: scheme {name!r} of {label(source)}"
+    try:
+        torch.manual_seed(0)
+        config = ModelConfig(
+            scheme=name, d_model=32, num_heads=2, num_layers=2, max_positions=16
+        )
+        model = ByteTransformer(config).eval()
+    except Exception as error:
+        raise ExperimentError(
+            f"{where}: a small model (d_model 32, 2 heads, 2 layers) could not be "
+            f"built: {type(error).__name__}: {error}"
+        ) from None
+    tokens = torch.randint(
+        0, VOCAB_SIZE, (2, 16), generator=torch.Generator().manual_seed(0)
+    )
+    changed = tokens.clone()
+    changed[:, 10] = (tokens[:, 10] + 1) % VOCAB_SIZE
+    try:
+        with torch.no_grad():
+            short, full, other = model(tokens[:, :8]), model(tokens), model(changed)
+    except Exception as error:
+        raise ExperimentError(
+            f"{where}: its model's forward pass failed: {type(error).__name__}: {error}"
+        ) from None
+    for logits, length in ((short, 8), (full, 16)):
+        if tuple(logits.shape) != (2, length, VOCAB_SIZE):
+            raise ExperimentError(
+                f"{where}: logits of shape {tuple(logits.shape)} for 2 rows of "
+                f"{length} bytes; expected (2, {length}, {VOCAB_SIZE})"
+            )
+        if not torch.isfinite(logits).all():
+            raise ExperimentError(
+                f"{where}: non-finite logits at length {length} (a bias of -inf on "
+                "every key of a row, or an overflow?)"
+            )
+    if not torch.allclose(full[:, :10], other[:, :10], atol=1e-5):
+        moved = int((full[:, :10] - other[:, :10]).abs().amax(-1).amax(0).argmax())
+        raise ExperimentError(
+            f"{where}: it looks ahead: the output at position {moved} changed when "
+            "only the byte at position 10 did; a causal model's output at i may "
+            "depend on bytes 0..i only"
+        )
+    registered(name)  # still there

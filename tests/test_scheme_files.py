@@ -1,0 +1,166 @@
+"""A reader's own schemes from a file (``schemes_from``; issue 51)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from dataclasses import replace
+
+import pytest
+import torch
+from tiny_runs import TINY
+
+from pe_tutorial.experiments import pool, scheme_files
+from pe_tutorial.experiments.config import (
+    ExperimentError,
+    preset_from_dict,
+    preset_to_dict,
+    read_experiment,
+)
+from pe_tutorial.experiments.units import LANGUAGE_MODEL, fingerprint
+from pe_tutorial.lm.registry import scheme_names, unregister_scheme
+
+# a scheme as a reader writes it, against the public API only: ALiBi's bias with
+# every slope halved (a name the book does not use)
+HALF_ALIBI = """
+import pe_tutorial as pe
+
+
+class HalfSlopes(pe.PositionScheme):
+    def __init__(self, num_heads):
+        super().__init__()
+        self.encoding = pe.ALiBiBias(num_heads)
+
+    def bias(self, q, k, *, causal):
+        return 0.5 * self.encoding(q.shape[-2], k.shape[-2], causal=causal)
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "{name}",
+        "scores",
+        9,
+        "ALiBi with every slope halved",
+        layer=lambda config, shared: HalfSlopes(config.num_heads),
+    )
+)
+"""
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a scheme file; afterwards unregister what it registered."""
+    before = set(scheme_names())
+
+    def write(text: str, name: str = "my_pe.py"):
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    yield write
+    for name in set(scheme_names()) - before:
+        unregister_scheme(name)
+    for source in [s for s in scheme_files._LOADED if s.startswith(str(tmp_path))]:
+        del scheme_files._LOADED[source]
+
+
+def experiment(tmp_path, sources, schemes) -> dict:
+    data = preset_to_dict(replace(TINY, schemes=("rope",)))
+    data.update(schemes_from=sources, schemes=schemes)
+    return data
+
+
+def test_an_experiment_file_trains_a_scheme_from_a_file_beside_it(write, tmp_path):
+    write(HALF_ALIBI.format(name="half-alibi"))
+    toml = tmp_path / "mine.toml"
+    toml.write_text('schemes_from = ["my_pe.py"]\nschemes = ["rope", "half-alibi"]\n')
+    data, base = read_experiment(toml)
+    preset = preset_from_dict(data, base=base)
+    assert preset.schemes == ("rope", "half-alibi")
+    assert preset.schemes_from == (str(tmp_path / "my_pe.py"),)
+    # loaded once per process: reading the experiment again registers nothing new
+    assert preset_from_dict(data, base=base).schemes_from == preset.schemes_from
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "my_pe.py does not exist"),
+        ("x = 1\n", "my_pe.py registers no scheme"),
+        ("import nothing_of_that_name\n", "loading my_pe.py failed: ModuleNotFound"),
+        (HALF_ALIBI.format(name="rope"), "name that is taken"),
+    ],
+)
+def test_a_bad_scheme_file_gets_one_line_naming_it(write, tmp_path, text, message):
+    if text is not None:
+        write(text)
+    with pytest.raises(ExperimentError, match=message):
+        preset_from_dict(experiment(tmp_path, [str(tmp_path / "my_pe.py")], ["rope"]))
+
+
+LOOKS_AHEAD = """
+import pe_tutorial as pe
+
+
+class NextByte(pe.PositionScheme):
+    def add_to_input(self, x):  # each position sees the next one's embedding
+        return x + x.roll(-1, dims=1)
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "peeks", "embeddings", 9, "looks one byte ahead",
+        layer=lambda config, shared: NextByte(),
+    )
+)
+"""
+
+
+def test_a_scheme_that_looks_ahead_is_refused_before_anything_trains(write, tmp_path):
+    write(LOOKS_AHEAD)
+    with pytest.raises(ExperimentError, match="'peeks' of my_pe.py: it looks ahead"):
+        preset_from_dict(experiment(tmp_path, [str(tmp_path / "my_pe.py")], ["peeks"]))
+
+
+def test_a_changed_file_is_new_code_for_the_units(write, tmp_path):
+    path = write(HALF_ALIBI.format(name="half-alibi"))
+    preset = preset_from_dict(
+        experiment(tmp_path, [str(path)], ["half-alibi"]), base=tmp_path
+    )
+    arguments = {"scheme": "half-alibi", "seed": 0}
+    first = fingerprint(LANGUAGE_MODEL, preset, arguments, device_type="cpu", corpus={})
+    assert first["scheme_files"] == {"my_pe.py": scheme_files.digest(str(path))}
+    assert "schemes_from" not in first["preset"]  # the text counts, not the place
+    path.write_text(path.read_text() + "\n# an edit\n")
+    again = fingerprint(LANGUAGE_MODEL, preset, arguments, device_type="cpu", corpus={})
+    assert again["scheme_files"] != first["scheme_files"]
+    # this process holds the old scheme: reading the experiment again is refused
+    with pytest.raises(ExperimentError, match="changed since this process loaded it"):
+        preset_from_dict(experiment(tmp_path, [str(path)], ["half-alibi"]))
+
+
+def test_a_worker_process_registers_the_schemes_again(write, tmp_path, monkeypatch):
+    """A --jobs worker is a fresh process: ``pool._start`` loads the files before
+    it plans the units (here: after the scheme was unregistered, as in a new process)."""
+    path = write(HALF_ALIBI.format(name="half-alibi"))
+    preset = preset_from_dict(experiment(tmp_path, [str(path)], ["half-alibi"]))
+    unregister_scheme("half-alibi")
+    scheme_files._LOADED.clear()
+
+    class Queue:
+        def get(self):
+            return "cpu"
+
+    planned = []
+    monkeypatch.setattr(pool, "Runner", lambda p, device, progress: planned.append(p))
+    with pytest.raises(AttributeError):  # the stand-in runner has no log
+        pool._start(preset, Queue(), torch.get_num_threads())
+    assert "half-alibi" in scheme_names() and planned == [preset]
+
+
+def test_the_record_keeps_where_the_schemes_came_from(write, tmp_path):
+    path = write(HALF_ALIBI.format(name="half-alibi"))
+    preset = preset_from_dict(experiment(tmp_path, [str(path)], ["half-alibi"]))
+    data = json.loads(json.dumps(preset_to_dict(preset)))
+    assert data["schemes_from"] == [str(path)]
+    assert preset_from_dict(data).schemes == ("half-alibi",)
