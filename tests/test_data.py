@@ -10,12 +10,8 @@ import torch
 
 from pe_tutorial.lm.data import (
     IGNORE_INDEX,
-    MAX_KEYS,
-    PASSKEY_SYMBOLS,
     evaluation_segments,
     fetch_corpus,
-    lookback_batch,
-    passkey_batch,
     plain_play,
     random_windows,
     segment_files,
@@ -26,6 +22,12 @@ from pe_tutorial.lm.data import (
     starting_with,
     stdlib_corpus,
     stdlib_files,
+)
+from pe_tutorial.lm.synthetic import (
+    MAX_KEYS,
+    PASSKEY_SYMBOLS,
+    lookback_batch,
+    passkey_batch,
 )
 
 

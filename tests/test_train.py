@@ -10,13 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from pe_tutorial.lm.data import (
-    IGNORE_INDEX,
-    PASSKEY_SYMBOLS,
-    passkey_batch,
-    random_windows,
-)
+from pe_tutorial.lm.data import IGNORE_INDEX, random_windows
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
+from pe_tutorial.lm.synthetic import PASSKEY_SYMBOLS, passkey_batch
 from pe_tutorial.lm.train import (
     TrainConfig,
     bits_per_byte,
@@ -212,7 +208,6 @@ def test_train_config_is_checked():
 
 
 def test_passkey_accuracy_of_a_copier_and_of_a_model_that_misses_one_digit():
-    from pe_tutorial.lm.data import PASSKEY_SYMBOLS, passkey_batch
 
     class Copier(nn.Module):
         """Finds the KEY marker and says the digit after the one it is asked for."""

@@ -44,9 +44,9 @@ The experiments, on the standard-library byte corpus unless said otherwise:
    method, zero-shot and after a short fine-tune at the target length; and
    with one band of its frequencies changed at evaluation (``rope_bands``).
 4. **A learned table lengthened** by copying its rows, before and after a fine-tune.
-5. **Look-back.** The synthetic task of ``data.lookback_batch``: accuracy of
+5. **Look-back.** The synthetic task of ``synthetic.lookback_batch``: accuracy of
    predicting the symbol ``k`` back, at each length.
-6. **Passkey.** ``data.passkey_batch``: a key hidden at a depth, recalled at the
+6. **Passkey.** ``synthetic.passkey_batch``: a key hidden at a depth, recalled at the
    end; accuracy by length and depth, for every scheme and RoPE's scalings.
 
 The parts, one idea each (each imports only those above it, and the floors

@@ -1,6 +1,6 @@
 """The synthetic tasks' units (chapter 9): look-back and passkey retrieval.
 
-A small model is trained on ``data.lookback_batch`` or ``data.passkey_batch``
+A small model is trained on ``synthetic.lookback_batch`` or ``synthetic.passkey_batch``
 at the task's own length and scored at each multiple of it; the RoPE passkey
 model is also read with each of RoPE's scaling methods, zero-shot and after a
 short fine-tune (``extensions.py``).
@@ -17,8 +17,8 @@ from dataclasses import replace
 import torch
 
 from ..attention.layer_patterns import has_temperature, without_temperature
-from ..lm.data import lookback_batch, passkey_batch
 from ..lm.model import ByteTransformer
+from ..lm.synthetic import lookback_batch, passkey_batch
 from ..lm.train import (
     TrainConfig,
     curve_steps,

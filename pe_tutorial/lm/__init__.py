@@ -2,8 +2,8 @@
 
 - ``registry``  every scheme a model can use, registered once (name, entry, modules)
 - ``model``     the byte Transformer taking any registered scheme
-- ``data``      the standard-library and Shakespeare byte corpora, scoring segments,
-                the look-back and passkey tasks
+- ``data``      the standard-library and Shakespeare byte corpora, scoring segments
+- ``synthetic`` the look-back and passkey tasks (one key or several)
 - ``train``     seeded training; bits per byte at several lengths and by position
 - ``streaming`` bits per byte of a stream read with StreamingLLM's rolling cache (chapter 12)
 - ``findings``  reading a recorded run: entries by name, gaps weighed against seeds

@@ -651,7 +651,7 @@ def passkey_digit_accuracy(
     if not key_len or bool((scored.sum(1) != key_len).any()):
         raise ValueError(
             "every row must score the same number of key digits "
-            "(data.passkey_batch's targets)"
+            "(synthetic.passkey_batch's targets)"
         )
     right = (predictions == targets)[scored].view(-1, key_len).float()
     return right.mean(0).tolist()
