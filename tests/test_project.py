@@ -356,6 +356,20 @@ def test_every_figure_has_a_numbered_caption(path):
     assert len(names) == len(set(names)), f"{path.name}: figure names repeat"
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_no_cell_shows_a_family_object_on_the_page(path):
+    """``Family.settle()`` prints the family's table and returns the family; as a
+    cell's last line it would also put ``<Family at 0x...>`` on the page."""
+    for index, cell in enumerate(read_notebook(path)["cells"]):
+        lines = (
+            cell_text(cell).strip().splitlines() if cell["cell_type"] == "code" else []
+        )
+        assert not (lines and re.fullmatch(r"\w+\.settle\(\)", lines[-1].strip())), (
+            f"{path.name} cell {index} ends with {lines[-1].strip()}; end it with "
+            "a semicolon or another statement"
+        )
+
+
 @needs_make
 def test_nbval_compares_outputs_through_the_sanitizer():
     commands = dry_run("test-outputs")
