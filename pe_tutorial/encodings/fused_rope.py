@@ -52,7 +52,7 @@ from .rope_core import (
     pairs_axis,
     prepare_qk,
     rotate,
-    rotate_all_into,
+    rotate_into,
     tensors_overlap,
 )
 
@@ -204,8 +204,8 @@ def apply_rope_qk(
         return tuple(_rotate_inplace(x, cos, sin, pairing, rotary_dim) for x in (q, k))
     if out is not None:
         q_out, k_out = out
-        rotate_all_into(q_out, q, cos, sin, pairing, rotary_dim)
-        return q_out, rotate_all_into(k_out, k, cos, sin, pairing, rotary_dim)
+        rotate_into(q_out, q, cos, sin, pairing, rotary_dim)
+        return q_out, rotate_into(k_out, k, cos, sin, pairing, rotary_dim)
     return tuple(rotate(x, cos, sin, pairing, rotary_dim) for x in (q, k))
 
 

@@ -237,8 +237,9 @@ def rotate_into(
     sin: torch.Tensor,
     pairing: str,
     rotary_dim: int,
-) -> None:
-    """Write the first ``rotary_dim`` channels of ``x``, rotated, into ``out``.
+) -> torch.Tensor:
+    """Write ``x`` into ``out`` with its first ``rotary_dim`` channels rotated and
+    the rest copied through (partial rotary); returns ``out``.
 
     No autograd; ``out`` must not overlap ``x``. Four kernels and no
     temporaries when both are float32; otherwise the pairs are cast to
@@ -250,10 +251,13 @@ def rotate_into(
         # (y_a, y_b) = (x_a cos - x_b sin, x_b cos + x_a sin)
         torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=-1)
         torch.mul(x2, cos, out=o2).addcmul_(x1, sin)
-        return
-    a, b = x1.to(torch.float32), x2.to(torch.float32)
-    o1.copy_((a * cos).addcmul_(b, sin, value=-1))
-    o2.copy_((b * cos).addcmul_(a, sin))
+    else:
+        a, b = x1.to(torch.float32), x2.to(torch.float32)
+        o1.copy_((a * cos).addcmul_(b, sin, value=-1))
+        o2.copy_((b * cos).addcmul_(a, sin))
+    if rotary_dim < x.shape[-1]:
+        out[..., rotary_dim:].copy_(x[..., rotary_dim:])
+    return out
 
 
 def rotate(
@@ -297,23 +301,7 @@ def _rotate_into_new(
 ) -> torch.Tensor:
     """``rotate``'s arithmetic written straight into the result: no float32 copy
     of ``x``, no concatenation."""
-    return rotate_all_into(torch.empty_like(x), x, cos, sin, pairing, rotary_dim)
-
-
-def rotate_all_into(
-    out: torch.Tensor,
-    x: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    pairing: str,
-    rotary_dim: int,
-) -> torch.Tensor:
-    """``rotate_into`` for the first ``rotary_dim`` channels, the rest of ``x``
-    copied through (partial rotary); returns ``out``."""
-    rotate_into(out, x, cos, sin, pairing, rotary_dim)
-    if rotary_dim < x.shape[-1]:
-        out[..., rotary_dim:].copy_(x[..., rotary_dim:])
-    return out
+    return rotate_into(torch.empty_like(x), x, cos, sin, pairing, rotary_dim)
 
 
 # ---------------------------------------------------------------------------
