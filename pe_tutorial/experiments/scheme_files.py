@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from ..lm.model import VOCAB_SIZE, ByteTransformer, ModelConfig
-from ..lm.registry import registered, scheme_names
+from ..lm.registry import scheme_names
 from .config_fields import ExperimentError
 
 # source -> (digest of its text, the schemes it registered), per process
@@ -202,4 +202,3 @@ def probe_scheme(name: str, source: str) -> None:
             "only the byte at position 10 did; a causal model's output at i may "
             "depend on bytes 0..i only"
         )
-    registered(name)  # still there
