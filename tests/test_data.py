@@ -329,6 +329,57 @@ def test_a_multi_key_row_asks_for_the_named_key_among_several(depth):
         assert asked_starts == {round(depth * last_start)}
 
 
+@pytest.mark.parametrize("keys", [2, 3])
+def test_a_row_that_asks_every_key_asks_each_once_after_the_blocks(keys):
+    """MQAR's supervision (chapter 12's training rows): the named blocks, the
+    first at the depth, then ``QUERY name d1 .. d(k-1)`` for every key in a
+    random order, each question's targets that key's digits from its name on,
+    and nothing else a target."""
+    s, key_len, T = PASSKEY_SYMBOLS, 4, 48
+    question = key_len + 1
+    inputs, targets = passkey_batch(
+        32,
+        T,
+        torch.Generator().manual_seed(4),
+        key_len=key_len,
+        keys=keys,
+        depth=0.0,
+        ask_every_key=True,
+    )
+    assert inputs.shape == targets.shape == (32, T)
+    asked_from = T - keys * question
+    first_asked_is_at_the_depth = set()
+    for row, target in zip(inputs, targets):
+        blocks = key_blocks(row[:asked_from], key_len)
+        assert len(blocks) == keys
+        assert max(start for start, _ in blocks.values()) <= asked_from - key_len - 2
+        assert row[0] == s["key"]  # depth 0: the first key's block at the start
+        order = []
+        for j in range(keys):
+            at = asked_from + j * question
+            assert row[at] == s["query"]
+            name = int(row[at + 1])
+            digits = blocks[name][1]
+            assert row[at + 2 : at + question].tolist() == digits[:-1]
+            assert target[at + 1 : at + question].tolist() == digits
+            assert target[at] == IGNORE_INDEX
+            order.append(name)
+        assert sorted(order) == sorted(blocks)  # every key asked, once
+        first_asked_is_at_the_depth.add(blocks[order[0]][0] == 0)
+        assert (target[:asked_from] == IGNORE_INDEX).all()
+    assert first_asked_is_at_the_depth == {True, False}  # a random order
+
+
+def test_asking_every_key_needs_several_keys_and_room_for_the_questions():
+    generator = torch.Generator()
+    with pytest.raises(ValueError, match="but keys is 1"):
+        passkey_batch(1, 64, generator, ask_every_key=True)
+    # 2 * 5 + 6 + 11 = 27 positions hold two blocks and two questions
+    with pytest.raises(ValueError, match="needs at least 27 positions"):
+        passkey_batch(1, 26, generator, key_len=4, keys=2, ask_every_key=True)
+    passkey_batch(64, 27, generator, key_len=4, keys=2, ask_every_key=True)
+
+
 def test_one_key_is_the_plain_passkey_and_too_many_keys_are_refused():
     plain = passkey_batch(4, 40, torch.Generator().manual_seed(5), key_len=4)
     one = passkey_batch(4, 40, torch.Generator().manual_seed(5), key_len=4, keys=1)

@@ -1333,6 +1333,7 @@ def test_gemmas_pattern_is_also_read_interpolated_and_tasks_can_run_alone(
         ({"passkey": {**TINY.passkey, "keys": 9}}, "passkey: keys=9"),
         ({"passkey": {**TINY.passkey, "keys": 3}}, "passkey: seq_len=12 is too short"),
         ({"passkey": {**TINY.passkey, "one_key_steps": 2}}, "but keys is 1; give keys"),
+        ({"passkey": {**TINY.passkey, "ask_every_key": True}}, "but keys is 1; give"),
         (
             {"passkey": {**TINY.passkey, "keys": 2, "seq_len": 24, "one_key_steps": 8}},
             "one_key_steps=8 leaves none of the 3 steps",
@@ -1370,3 +1371,34 @@ def test_the_multi_key_curriculum_trains_one_key_first_then_the_tasks_keys():
     assert [keys() for _ in range(5)] == [1, 1, 3, 3, 3]
     plain = keys_by_step({**TINY.passkey, "keys": 3})
     assert [plain() for _ in range(3)] == [3, 3, 3]
+
+
+def test_training_rows_ask_every_key_and_the_scored_rows_one(monkeypatch):
+    """``ask_every_key`` (chapter 12): after the one-key curriculum, each training
+    batch asks every key; the scored batches keep the one question of the
+    multi-key needle, so the accuracy read is the same task's."""
+    from pe_tutorial.experiments import tasks
+
+    calls = []
+    real = tasks.passkey_batch
+
+    def spied(size, n, generator, **kw):
+        calls.append((size, kw["keys"], kw.get("ask_every_key", False)))
+        return real(size, n, generator, **kw)
+
+    monkeypatch.setattr(tasks, "passkey_batch", spied)
+    task = {**TINY.passkey, "keys": 2, "seq_len": 32, "steps": 4}
+    preset = replace(
+        TINY,
+        schemes=("rope",),
+        seeds=(0,),
+        language_models=False,
+        extensions=False,
+        passkey={**task, "one_key_steps": 1, "ask_every_key": True},
+    )
+    results = run_experiments(preset, device="cpu", progress=False)
+    assert results["settings"]["passkey"]["ask_every_key"] is True
+    trained = [c for c in calls if c[0] != 64]
+    scored = [c for c in calls if c[0] == 64]
+    assert trained == [(trained[0][0], 1, False)] + [(trained[0][0], 2, True)] * 3
+    assert scored and all(c[1:] == (2, False) for c in scored)

@@ -35,6 +35,7 @@ The file's keys are the ``Preset``'s fields (``presets.py``)::
     [passkey]                        # the task's settings (STANDARD_PASSKEY)
     keys = 3                         # several named keys, one asked for (default 1)
     one_key_steps = 1800             # a curriculum: the first steps on one key
+    ask_every_key = true             # training rows ask every key (scoring: one)
 
     [sweep]                          # lists: each scheme trained at every combination
     train.learning_rate = [1e-3, 3e-3]

@@ -107,7 +107,7 @@ def check_experiment(p: Preset) -> None:
         settings = getattr(p, task)
         if settings:
             for key, value in settings.items():
-                if key != "depths" and value < 1:
+                if key != "depths" and not isinstance(value, bool) and value < 1:
                     raise ExperimentError(f"{task}.{key}: {value}; give 1 or more")
             try:
                 check(settings)
@@ -232,6 +232,7 @@ def check_passkey(task: dict) -> None:
             key_len=task["key_len"],
             depth=depth,
             keys=task.get("keys", 1),
+            ask_every_key=task.get("ask_every_key", False),
         )
 
 

@@ -48,6 +48,7 @@ TASK_FIELDS = {
         "depths": tuple[float, ...],
         "keys": int,  # several named keys, one asked for; 1 when not given
         "one_key_steps": int,  # with keys > 1: the first steps train on one key
+        "ask_every_key": bool,  # with keys > 1: training rows ask every key
     },
 }
 

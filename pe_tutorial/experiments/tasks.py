@@ -188,10 +188,17 @@ class TaskUnits:
         )
 
         keys = keys_by_step(task)
+        every = task.get("ask_every_key", False)
 
         def batches(generator, n=L, size=config.batch_size):
+            count = keys()  # training rows ask every key if the task says so
             return passkey_batch(
-                size, n, generator, key_len=task["key_len"], keys=keys()
+                size,
+                n,
+                generator,
+                key_len=task["key_len"],
+                keys=count,
+                ask_every_key=every and count > 1,
             )
 
         # the learning curve: whole-key accuracy at L (mean over the depths) after

@@ -60,6 +60,7 @@ def passkey_batch(
     key_len: int = 4,
     depth: float | None = None,
     keys: int = 1,
+    ask_every_key: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Passkey retrieval: find the key hidden in filler and say it at the end.
 
@@ -77,6 +78,12 @@ def passkey_batch(
     most ``MAX_KEYS``), none overlapping, and asks ``QUERY name d1 .. d(k-1)``
     for one of them, the one placed at ``depth``; the others are at random
     places. A model must match the name, not just find the one marked block.
+
+    ``ask_every_key`` asks for every key, one question after another in a
+    random order (``QUERY name d1 .. dk`` each, the last one's final digit
+    only a target): the supervision of multi-query associative recall (MQAR,
+    Arora et al., 2023). Chapter 12 trains on it and scores on one question;
+    ``depth`` places the first asked key.
     """
     require_positive_int(batch_size, "batch_size")
     require_positive_int(key_len, "key_len")
@@ -88,6 +95,13 @@ def passkey_batch(
         )
     if depth is not None and not 0 <= depth <= 1:
         raise ValueError(f"depth must be between 0 and 1 (or None), got {depth}")
+    if ask_every_key and keys == 1:
+        raise ValueError(
+            "ask_every_key asks each of several keys, but keys is 1; give keys = 2 "
+            "or more, or drop ask_every_key"
+        )
+    if ask_every_key:
+        return _every_key_batch(batch_size, seq_len, generator, key_len, depth, keys)
     if keys > 1:
         return _multi_key_batch(batch_size, seq_len, generator, key_len, depth, keys)
     last_start = seq_len - 2 * key_len - 1  # room for the key block and the question
@@ -144,25 +158,9 @@ def _multi_key_batch(
     digits = torch.randint(0, 10, (batch_size, keys, key_len), generator=generator)
     digits = s["digits"] + digits
     for row in range(batch_size):
-        names = s["names"] + torch.randperm(MAX_KEYS, generator=generator)[:keys]
-        if depth is None:
-            asked = int(torch.randint(0, last_start + 1, (1,), generator=generator))
-        else:
-            asked = round(depth * last_start)
-        starts = [asked]
-        while len(starts) < keys:  # each other block at a random start still free
-            free = [
-                start
-                for start in range(last_start + 1)
-                if all(abs(start - placed) >= block for placed in starts)
-            ]
-            starts.append(
-                free[int(torch.randint(0, len(free), (1,), generator=generator))]
-            )
-        for start, name, key in zip(starts, names, digits[row]):
-            tokens[row, start] = s["key"]
-            tokens[row, start + 1] = name
-            tokens[row, start + 2 : start + block] = key
+        names = _place_key_blocks(
+            tokens[row], digits[row], last_start, depth, generator
+        )
         tokens[row, seq_len - question] = s["query"]
         tokens[row, seq_len - key_len] = names[0]
         tokens[row, seq_len - key_len + 1 :] = digits[row, 0]
@@ -170,3 +168,78 @@ def _multi_key_batch(
     targets = torch.full_like(inputs, IGNORE_INDEX)
     targets[:, -key_len:] = digits[:, 0]
     return inputs, targets
+
+
+def _place_key_blocks(
+    row: torch.Tensor,
+    keys: torch.Tensor,
+    last_start: int,
+    depth: float | None,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Write ``KEY name d1 .. dk`` for each key (``keys``: one per row of digit
+    symbols) into ``row``, none overlapping, each starting at most at
+    ``last_start``; the first at ``depth`` (None: at random), the others at random
+    starts still free. Returns the names given, in the order of ``keys``."""
+    s = PASSKEY_SYMBOLS
+    count, key_len = keys.shape
+    block = key_len + 2
+    names = s["names"] + torch.randperm(MAX_KEYS, generator=generator)[:count]
+    if depth is None:
+        first = int(torch.randint(0, last_start + 1, (1,), generator=generator))
+    else:
+        first = round(depth * last_start)
+    starts = [first]
+    while len(starts) < count:  # each other block at a random start still free
+        free = [
+            start
+            for start in range(last_start + 1)
+            if all(abs(start - placed) >= block for placed in starts)
+        ]
+        starts.append(free[int(torch.randint(0, len(free), (1,), generator=generator))])
+    for start, name, key in zip(starts, names, keys):
+        row[start] = s["key"]
+        row[start + 1] = name
+        row[start + 2 : start + block] = key
+    return names
+
+
+def _every_key_batch(
+    batch_size: int,
+    seq_len: int,
+    generator: torch.Generator,
+    key_len: int,
+    depth: float | None,
+    keys: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``passkey_batch`` with ``ask_every_key``: the key blocks, then a question
+    for each key in a random order (its docstring)."""
+    block = key_len + 2  # KEY name d1 .. dk
+    question = key_len + 1  # QUERY name d1 .. d(k-1); dk is a target only
+    asked_from = seq_len - keys * question  # the questions fill the row's end
+    last_start = asked_from - block
+    needed = keys * question + block + (keys - 1) * (2 * block - 1)
+    if seq_len < needed:
+        raise ValueError(
+            f"seq_len={seq_len} is too short for {keys} key blocks of {block} "
+            f"positions placed at random and {keys} questions of {question}: it "
+            f"needs at least {needed} positions; ask for fewer keys or a longer "
+            "sequence"
+        )
+    s = PASSKEY_SYMBOLS
+    tokens = torch.randint(0, s["filler"], (batch_size, seq_len), generator=generator)
+    targets = torch.full_like(tokens, IGNORE_INDEX)
+    digits = torch.randint(0, 10, (batch_size, keys, key_len), generator=generator)
+    digits = s["digits"] + digits
+    for row in range(batch_size):
+        names = _place_key_blocks(
+            tokens[row], digits[row], last_start, depth, generator
+        )
+        order = torch.randperm(keys, generator=generator).tolist()
+        for j, i in enumerate(order):
+            at = asked_from + j * question
+            tokens[row, at] = s["query"]
+            tokens[row, at + 1] = names[i]
+            tokens[row, at + 2 : at + question] = digits[row, i, :-1]
+            targets[row, at + 1 : at + question] = digits[row, i]
+    return tokens, targets
