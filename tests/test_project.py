@@ -422,7 +422,7 @@ def test_sanitizer_forgives_blank_lines_at_the_ends_and_nothing_else(tmp_path):
 
 
 REPO_PATH = re.compile(
-    r"`((?:book|pe_tutorial|tests|tools|_ext|\.github|\.ci)/[^`\s]*)`"
+    r"`((?:book|pe_tutorial|tests|tools|examples|_ext|\.github|\.ci)/[^`\s]*)`"
 )
 PLACEHOLDER = re.compile(
     r"<[^>]*>|(?<![A-Za-z])[A-Z]{2,}(?![a-z])"

@@ -7,7 +7,9 @@ Run from a shell::
         [--json PATH] [--record] [--resume] [--keep-old-code] [--jobs N]
         [--shard K/N] [--dry-run]
     python -m pe_tutorial.experiments merge OUT.json PART ...
-    python -m pe_tutorial.experiments show FILE [--figures DIR]
+    python -m pe_tutorial.experiments show FILE [--figures DIR] [--report DIR]
+    python -m pe_tutorial.experiments judge my_pe.py [--scheme NAME] [--out DIR]
+        [--against rope,alibi,...] [--set KEY=VALUE ...] [--jobs N] [--shard K/N]
 
 An experiment is a TOML file (``config.py`` gives its keys and the sweep
 rule: a list under ``[sweep]`` trains each scheme at every value), or a
@@ -68,6 +70,10 @@ below ``experiments``):
                   assembled
 - ``merge``       the run files of a sharded run joined into one record
 - ``viewer``      ``show``: a record's tables and figures
+- ``report_card`` ``show --report``: a record as one Markdown page with its figures
+- ``judge``       ``judge``: a reader's own scheme through chapter 9's protocol, in
+                  stages (each an experiment file, ``toml_text``), against the
+                  book's recorded schemes
 - ``cli``         ``main``, the command line (``__main__`` runs it)
 """
 

@@ -1,8 +1,9 @@
-"""The command line: ``python -m pe_tutorial.experiments [run|merge|show] ...``.
+"""The command line: ``python -m pe_tutorial.experiments [run|merge|show|judge] ...``.
 
 ``main`` dispatches on its first argument: ``merge OUT.json PART ...`` joins
 the run files of a sharded run into one record (``merge.py``), ``show FILE``
-hands over to the viewer (``viewer.py``, imported only then), and anything
+hands over to the viewer (``viewer.py``, imported only then), ``judge FILE``
+judges a reader's own scheme by chapter 9's protocol (``judge.py``), and anything
 else runs an experiment (``run`` may be said or left out). A run is a preset
 (``--preset NAME``) or a TOML file (``--config FILE``), with fields changed by
 ``--set KEY=VALUE`` (``config.py``), all checked before anything trains. It
@@ -77,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         return _merge(argv[1:])
     if argv and argv[0] == "show":
         return _show(argv[1:])
+    if argv and argv[0] == "judge":
+        from .judge import main as judge
+
+        return judge(argv[1:])
     if argv and argv[0] == "run":
         argv = argv[1:]
     return _run(argv)
@@ -117,8 +122,10 @@ def _run_parser() -> argparse.ArgumentParser:
         "same settings and code, runs again those with other settings, and refuses "
         "to go on if some were recorded by other code (--keep-old-code).",
         epilog=f"Other commands: '{PROG} merge OUT.json PART ...' joins the run files "
-        f"of --shard runs into one record; '{PROG} show FILE [--figures DIR]' prints "
-        "a record's tables (and writes its figures). The experiment file's keys and "
+        f"of --shard runs into one record; '{PROG} show FILE [--figures DIR] [--report "
+        "DIR]' prints a record's tables (and writes its figures, or a report card); "
+        f"'{PROG} judge my_pe.py' judges your own scheme as chapter 9 judges the "
+        "book's. The experiment file's keys and "
         "the sweep rule: pe_tutorial/experiments/config.py, or the README.",
     )
     parser.add_argument(

@@ -1,4 +1,4 @@
-"""The viewer: ``python -m pe_tutorial.experiments show FILE [--figures DIR]``.
+"""The viewer: ``python -m pe_tutorial.experiments show FILE [--figures DIR] [--report DIR]``.
 
 It prints the tables chapter 9 prints from a record of ``run_experiments``
 (``--json`` or ``--record``): every section's means and spreads by length
@@ -7,7 +7,8 @@ with the seeds behind them (``n``), and the verdicts of ``lm.run_verdicts``
 names the files, and corrected with Holm's rule within the family of claims
 it prints, the family named above it; one seed gives no verdict). With
 ``--figures DIR`` it also writes the chapter's figures as PNG files
-(``pages.plots``), the learning curves among them.
+(``pages.plots``), the learning curves among them; with ``--report DIR``, a
+report card (``report_card.py``): one Markdown page with the figures.
 
 ``FILE`` may be a run file that is still being written (``PATH.partial``,
 ``record.RunFile``): the viewer assembles the units that have finished
@@ -307,6 +308,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("file", type=Path, help="a record, or a run file (.partial)")
     parser.add_argument("--figures", type=Path, help="write the figures here (PNG)")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="write a report card here: report.md with the provenance, verdicts, "
+        "tables and figures (PNG beside it)",
+    )
     args = parser.parse_args(argv)
     try:
         results, note = load(args.file)
@@ -322,6 +330,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     print(text, end="")
+    if args.report is not None:
+        from .report_card import write_card
+
+        try:
+            page = write_card(results, args.report)
+        except OSError as error:
+            print(
+                f"{PROG}: error: cannot write the report card: {error}", file=sys.stderr
+            )
+            return 2
+        print(f"\nwrote the report card {page}")
     if args.figures is not None:
         import matplotlib
 

@@ -1,0 +1,387 @@
+"""Judging a reader's own scheme by chapter 9's protocol (issue 51): ``judge.py``,
+``report_card.py``, ``toml_text.py`` and the KERPLE example in ``examples/``."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from pathlib import Path
+
+import pytest
+import torch
+
+from pe_tutorial.experiments import judge as judging
+from pe_tutorial.experiments import scheme_files
+from pe_tutorial.experiments.cli import main
+from pe_tutorial.experiments.config import (
+    PRESETS,
+    preset_from_dict,
+    preset_to_dict,
+    read_experiment,
+)
+from pe_tutorial.experiments.toml_text import toml_text
+from pe_tutorial.lm.model import ModelConfig
+from pe_tutorial.lm.registry import registered, scheme_names, unregister_scheme
+
+KERPLE = str(Path(__file__).resolve().parents[1] / "examples" / "kerple.py")
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread, as each --jobs worker has: torch's CPU sums depend on the
+    number of threads, so only then do the two agree to the last digit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def kerple():
+    """The example file loaded (its scheme registered) for the module's tests."""
+    before = set(scheme_names())
+    scheme_files.load([KERPLE])
+    yield "kerple-log"
+    for name in set(scheme_names()) - before:
+        unregister_scheme(name)
+    scheme_files._LOADED.pop(KERPLE, None)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """``--set`` changes that make every stage tiny: a folder of six small text
+    files for corpus, a one-layer model, two steps, two seeds, two rates."""
+    corpus = tmp_path_factory.mktemp("corpus")
+    generator = torch.Generator().manual_seed(0)
+    for i in range(6):
+        codes = torch.randint(97, 105, (6000,), generator=generator).tolist()
+        (corpus / f"f{i}.txt").write_text("".join(map(chr, codes)))
+    settings = {
+        "corpus": str(corpus),
+        "test_bytes": 0,
+        "scored_split": "validation",
+        "train_bytes": 20000,
+        "validation_bytes": 5000,
+        "eval_windows": 2,
+        "curve_points": 2,
+        "seeds": "[0,1]",
+        "train.steps": 2,
+        "train.batch_size": 2,
+        "train.seq_len": 16,
+        "train.warmup_steps": 0,
+        "model.d_model": 16,
+        "model.num_heads": 2,
+        "model.num_layers": 1,
+        "passkey.steps": 2,
+        "passkey.seq_len": 12,
+        "passkey.key_len": 2,
+        "passkey.depths": "[0.0,1.0]",
+        "lookback.steps": 2,
+        "lookback.seq_len": 8,
+        "sweep.train.learning_rate": "[1e-3,3e-3]",
+    }
+    sets = [part for k, v in settings.items() for part in ("--set", f"{k}={v}")]
+    return [*sets, "--against", "rope", "--device", "cpu", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def judged(kerple, tiny, tmp_path_factory):
+    """The example judged in one process: its folder."""
+    out = tmp_path_factory.mktemp("judge") / "kerple"
+    assert main(["judge", KERPLE, "--out", str(out), *tiny]) == 0
+    return out
+
+
+def _same_judge(folder: Path, expected: Path) -> None:
+    """Two judges agree: ``judged.json`` less its times, dates and commands."""
+
+    def comparable(path: Path) -> dict:
+        record = json.loads((path / "judged.json").read_text())
+        record.pop("metadata")
+        judge = record["settings"]["judge"]
+        for key in ("task_metadata", "stage_seconds"):
+            judge.pop(key)
+        return record
+
+    assert comparable(folder) == comparable(expected)
+
+
+def test_the_example_is_kerples_log_bias_written_out(kerple):
+    """-r1 log(1 + r2 |i - j|) per head, each parameter at 0.01 or more, for
+    queries that are the last of the keys; checked against a loop."""
+    torch.manual_seed(0)
+    layer = registered(kerple).layer(_config(3), None)
+    with torch.no_grad():
+        layer.r1[0] = -0.5  # held at the floor in the forward pass
+    q, k = torch.zeros(1, 3, 4, 8), torch.zeros(1, 3, 7, 8)
+    bias = layer.bias(q, k, causal=True)
+    assert bias.shape == (3, 4, 7)
+    for h in range(3):
+        r1 = max(float(layer.r1[h].detach()), 0.01)
+        r2 = max(float(layer.r2[h].detach()), 0.01)
+        for a in range(4):
+            i = 3 + a  # the queries are keys 3..6
+            for j in range(7):
+                expected = -r1 * math.log(1 + r2 * abs(i - j))
+                assert float(bias[h, a, j].detach()) == pytest.approx(
+                    expected, abs=1e-6
+                )
+    assert judging.has_position_parameters(kerple)
+    assert not judging.has_position_parameters("alibi")
+
+
+def _config(num_heads: int) -> ModelConfig:
+    return ModelConfig(scheme="kerple-log", d_model=24, num_heads=num_heads)
+
+
+def test_a_judge_runs_chapter_9s_protocol_on_the_scheme(judged, kerple):
+    """Stage files a reader can run by hand; the tuning's lowest bpb at L chooses
+    the held-out and task training; the baselines that could not be reused
+    (settings changed by --set) are trained beside it, and the card says why."""
+    files = sorted(p.name for p in judged.iterdir())
+    stages = ["heldout", "tasks", "tune", "tune-position"]
+    assert files == sorted(
+        [
+            "card",
+            "judged.json",
+            *(f"{s}.json" for s in stages),
+            *(f"{s}.toml" for s in stages),
+        ]
+    )
+    presets = {
+        s: preset_from_dict(read_experiment(judged / f"{s}.toml")[0]) for s in stages
+    }
+    assert presets["tune"].schemes == presets["tune-position"].schemes == (kerple,)
+    assert dict(presets["tune-position"].sweep)["train.position_lr_multiplier"] == (
+        10.0,
+        30.0,
+    )
+    assert presets["heldout"].sweep == () and presets["heldout"].schemes == (
+        kerple,
+        "rope",
+    )
+    points = []
+    for stage in ("tune", "tune-position"):
+        record = json.loads((judged / f"{stage}.json").read_text())
+        for entry in record["language_model"]:
+            rate = dict(entry.get("training", {})).get("position_lr_multiplier", 1.0)
+            points.append(
+                (entry["summary"]["16"]["mean"], entry["learning_rate"], rate)
+            )
+    lowest = min(points)
+    record = json.loads((judged / "judged.json").read_text())
+    best = record["settings"]["judge"]["best"]
+    assert best["learning_rate"] == lowest[1]
+    assert best.get("position_lr_multiplier", 1.0) == lowest[2]
+    assert dict(dict(presets["heldout"].tuned)[kerple]) == best
+    assert dict(dict(presets["tasks"].tuned)[kerple]) == best
+    assert len(record["settings"]["judge"]["tuning"]) == len(points) == 6
+    assert {e["scheme"] for e in record["language_model"]} == {kerple, "rope"}
+    assert {e["scheme"] for e in record["passkey"]} == {kerple, "rope"}
+    assert (
+        "changes the heldout preset's"
+        in record["settings"]["judge"]["retrained"]["heldout"]["rope"]
+    )
+    card = (judged / "card" / "report.md").read_text()
+    assert "# Report card: `kerple-log`" in card
+    for line in (
+        "| `rope` | 16 |",
+        "| `rope` | 128 |",
+        "| `rope` | 12 |",
+        "| `rope` | 8 |",
+    ):
+        assert line in card
+    assert "On text, `rope` trained again here: this judge changes" in card
+    for name in ("lengths.png", "learning_curves.png", "passkey.png"):
+        assert (judged / "card" / name).is_file() and f"({name})" in card
+
+
+def test_shards_merged_give_the_judge_of_one_process(judged, kerple, tiny, tmp_path):
+    """Each call with --shard K/N runs that shard of the stage reached; the last
+    shard of a stage merges it, and the judge goes on where it stopped."""
+    out = tmp_path / "sharded"
+    for _ in range(8):  # four stages, two shards each
+        if (out / "judged.json").exists():
+            break
+        for k in (1, 2):
+            assert (
+                main(["judge", KERPLE, "--out", str(out), "--shard", f"{k}/2", *tiny])
+                == 0
+            )
+    assert (out / "heldout.json.1-of-2.partial").exists()
+    _same_judge(out, judged)
+
+
+def test_jobs_give_the_judge_of_one_process(judged, kerple, tiny, tmp_path):
+    out = tmp_path / "jobs"
+    assert main(["judge", KERPLE, "--out", str(out), "--jobs", "2", *tiny]) == 0
+    _same_judge(out, judged)
+
+
+def test_the_books_records_are_reused_where_the_settings_match(kerple, monkeypatch):
+    """At the book's settings every baseline comes from the shipped records; a
+    changed setting, other tuned rates or another device trains it again."""
+    best = {"learning_rate": 3e-3, "position_lr_multiplier": 10.0}
+    stages = judging.stage_presets(kerple, KERPLE, best=best)
+    for stage, preset in stages.items():
+        reasons = judging.baseline_sources(stage, preset, judging.BOOK_SCHEMES, CPU)
+        assert reasons == dict.fromkeys(judging.BOOK_SCHEMES)
+    changed = judging.stage_presets(
+        kerple, KERPLE, best=best, settings=["train.steps=5"]
+    )
+    why = judging.baseline_sources("heldout", changed["heldout"], ("rope",), CPU)[
+        "rope"
+    ]
+    assert why == "this judge changes the heldout preset's train"
+    on_gpu = judging.baseline_sources(
+        "tasks", stages["tasks"], ("rope",), torch.device("cuda")
+    )
+    assert on_gpu["rope"] == "the recorded tuned run trained on cpu, this on cuda"
+    real = judging.load_results
+
+    def other_rates(name):
+        record = real(name)
+        record["settings"]["tuned"]["rope"] = {"learning_rate": 0.01}
+        return record
+
+    monkeypatch.setattr(judging, "load_results", other_rates)
+    reasons = judging.baseline_sources(
+        "heldout", stages["heldout"], ("rope", "alibi"), CPU
+    )
+    assert reasons == {
+        "rope": "the recorded heldout run trained rope at other rates",
+        "alibi": None,
+    }
+
+
+def test_a_reused_baseline_is_the_books_plain_entry(judged, kerple):
+    """``assemble`` adds the shipped record's entries of a reused baseline: the plain
+    model (pre-norm, table at the input, no change), with all its seeds."""
+    records = {
+        s: json.loads((judged / f"{s}.json").read_text()) for s in ("heldout", "tasks")
+    }
+    reused = {"heldout": {"alibi": "heldout"}, "tasks": {"alibi": "tasks"}}
+    judged_record = judging.assemble(
+        kerple, records, reused, {}, [], {"learning_rate": 3e-3}, KERPLE, "judge", {}
+    )
+    book = judging.load_results("heldout")
+    alibi = [e for e in judged_record["language_model"] if e["scheme"] == "alibi"]
+    assert alibi == [
+        e
+        for e in book["language_model"]
+        if e["scheme"] == "alibi" and not e["changes"] and e["norm"] == "pre"
+    ]
+    assert len(alibi[0]["runs"]) == len(book["settings"]["seeds"])
+    tasks = judging.load_results("tuned")
+    assert [e for e in judged_record["passkey"] if e["scheme"] == "alibi"] == [
+        e for e in tasks["passkey"] if e["scheme"] == "alibi"
+    ]
+    assert (
+        judged_record["settings"]["judge"]["reused_from"]["heldout"]["date"]
+        == (book["metadata"]["date"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["no_such_file.py"], "no_such_file.py does not exist"),
+        (
+            [KERPLE, "--scheme", "kerple"],
+            "--scheme kerple: kerple.py registers kerple-log",
+        ),
+        ([KERPLE, "--against", "rope,xpos"], "--against: xpos not among the book's"),
+        ([KERPLE, "--jobs", "0"], "--jobs 0: give a whole number 1 or more"),
+        ([KERPLE, "--shard", "3/2"], "--shard 3/2: give K/N"),
+        (
+            [KERPLE, "--set", "train.lerning_rate=1"],
+            "train.lerning_rate: no such field",
+        ),
+    ],
+)
+def test_a_bad_judge_gets_one_line_and_trains_nothing(
+    kerple, arguments, message, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(["judge", *arguments, "--out", str(tmp_path / "j")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m pe_tutorial.experiments judge: error: ")
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("j/*.json"))  # nothing trained
+
+
+def test_a_file_with_several_schemes_needs_scheme(tmp_path, capsys):
+    path = tmp_path / "two.py"
+    path.write_text(
+        "import pe_tutorial as pe\n"
+        "class Flat(pe.PositionScheme):\n"
+        "    def bias(self, q, k, *, causal):\n"
+        "        return None\n"
+        "for name in ('one-flat', 'two-flat'):\n"
+        "    pe.register_scheme(pe.ModelScheme(name, 'scores', 9, 'no bias',\n"
+        "        layer=lambda config, shared: Flat()))\n"
+    )
+    try:
+        assert main(["judge", str(path), "--out", str(tmp_path / "j")]) == 2
+        err = capsys.readouterr().err
+        assert (
+            "two.py registers one-flat, two-flat; say which to judge with --scheme"
+            in err
+        )
+    finally:
+        for name in ("one-flat", "two-flat"):
+            if name in scheme_names():
+                unregister_scheme(name)
+        scheme_files._LOADED.pop(str(path), None)
+
+
+def test_a_folder_of_another_judge_is_not_overwritten(judged, kerple, tiny, capsys):
+    """The stage files say what was run; other settings into the same folder stop."""
+    changed = [*tiny, "--set", "train.steps=3"]
+    assert main(["judge", KERPLE, "--out", str(judged), *changed]) == 2
+    assert "tune.toml describes another experiment" in capsys.readouterr().err
+
+
+def test_a_sweep_is_set_for_the_tuning_stages_only(kerple):
+    best = {"learning_rate": 3e-3}
+    sweep = ["sweep.train.learning_rate=[1e-3]", "train.steps=7"]
+    tuning = judging.stage_presets(kerple, KERPLE, settings=sweep)
+    assert dict(tuning["tune"].sweep) == {"train.learning_rate": (1e-3,)}
+    reading = judging.stage_presets(kerple, KERPLE, settings=sweep, best=best)
+    assert all(p.sweep == () and p.train.steps == 7 for p in reading.values())
+
+
+def test_every_preset_written_as_toml_reads_back_the_same():
+    for name, preset in PRESETS.items():
+        text = toml_text(preset_to_dict(preset), header="a header\nof two lines")
+        assert text.startswith("# a header\n# of two lines\n")
+        assert preset_from_dict(tomllib.loads(text), name=name) == preset
+    quoted = toml_text(
+        {"name": 'a "b"', "tuned": {"my scheme": {"learning_rate": 0.1}}}
+    )
+    assert tomllib.loads(quoted) == {
+        "name": 'a "b"',
+        "tuned": {"my scheme": {"learning_rate": 0.1}},
+    }
+    with pytest.raises(ValueError, match="x: nan has no TOML form"):
+        toml_text({"x": float("nan")})
+
+
+def test_show_writes_a_report_card_of_any_record(tmp_path, capsys):
+    from pe_tutorial.experiments.results import results_path
+
+    record = results_path("survey-qk")
+    assert main(["show", str(record), "--report", str(tmp_path / "card")]) == 0
+    page = (tmp_path / "card" / "report.md").read_text()
+    assert page.startswith("# Report: the `survey-qk` record\n")
+    meta = json.loads(record.read_text())["metadata"]
+    assert f"code version `{meta['code_version']}`" in page
+    assert "learned-qk" in page and "== Language models" in page
+    images = [
+        line[line.index("(") + 1 : -1]
+        for line in page.splitlines()
+        if line.startswith("![")
+    ]
+    assert images and all((tmp_path / "card" / name).is_file() for name in images)
