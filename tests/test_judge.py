@@ -385,3 +385,79 @@ def test_show_writes_a_report_card_of_any_record(tmp_path, capsys):
         if line.startswith("![")
     ]
     assert images and all((tmp_path / "card" / name).is_file() for name in images)
+
+
+# the README's common mistakes: each as a file my_pe.py (None: no file)
+MISTAKES = {
+    "no file at the path": None,
+    "the file never calls": """
+        import pe_tutorial as pe
+
+        class Mine(pe.PositionScheme):
+            pass
+        """,
+    "a name the book uses": """
+        import pe_tutorial as pe
+
+        pe.register_scheme(pe.ModelScheme("alibi", "scores", 9, "mine"))
+        """,
+    "`enters` misspelt": """
+        import pe_tutorial as pe
+
+        pe.register_scheme(pe.ModelScheme("mine", "attention", 9, "mine"))
+        """,
+    "`layer` returns a plain module": """
+        from torch import nn
+        import pe_tutorial as pe
+
+        pe.register_scheme(
+            pe.ModelScheme("mine", "scores", 9, "mine", layer=lambda c, s: nn.Identity())
+        )
+        """,
+    "a bias without its key axis": """
+        import torch
+        import pe_tutorial as pe
+
+        class Mine(pe.PositionScheme):
+            def bias(self, q, k, *, causal):
+                return torch.zeros(q.shape[1], q.shape[2])
+
+        pe.register_scheme(
+            pe.ModelScheme("mine", "scores", 9, "mine", layer=lambda c, s: Mine())
+        )
+        """,
+    "an input term that reads the whole row": """
+        import pe_tutorial as pe
+
+        class Mine(pe.PositionScheme):
+            def add_to_input(self, x):
+                return x + x.mean(dim=1, keepdim=True)
+
+        pe.register_scheme(
+            pe.ModelScheme("mine", "embeddings", 9, "mine", layer=lambda c, s: Mine())
+        )
+        """,
+}
+
+
+@pytest.mark.parametrize("mistake", list(MISTAKES))
+def test_the_readmes_mistakes_get_the_lines_it_quotes(mistake, tmp_path):
+    from textwrap import dedent
+
+    from pe_tutorial.experiments.config import ExperimentError
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith(f"| {mistake}"))
+    quoted = row.split("| `")[-1].removesuffix("` |")
+    path = tmp_path / "my_pe.py"
+    if MISTAKES[mistake] is not None:
+        path.write_text(dedent(MISTAKES[mistake]))
+    before = set(scheme_names())
+    try:
+        with pytest.raises(ExperimentError) as caught:
+            scheme_files.load([str(path)])
+    finally:
+        for name in set(scheme_names()) - before:
+            unregister_scheme(name)
+        scheme_files._LOADED.pop(str(path), None)
+    assert str(caught.value).replace(f"{tmp_path}/", "") == quoted

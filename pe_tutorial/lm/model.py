@@ -204,8 +204,17 @@ class _SchemeFactory:
                     f"scheme {c.scheme!r} built {len(schemes)} layers' schemes for "
                     f"a model of {c.num_layers} layers"
                 )
-            return schemes
-        return [self._layer_scheme() for _ in range(c.num_layers)]
+        else:
+            schemes = [self._layer_scheme() for _ in range(c.num_layers)]
+        for scheme in schemes:
+            if not isinstance(scheme, PositionScheme):
+                raise TypeError(
+                    f"scheme {c.scheme!r}: its layer hook returned an object of type "
+                    f"{type(scheme).__name__}, not a PositionScheme; return an "
+                    "instance of a subclass of pe.PositionScheme (its add_to_input, "
+                    "rotate, bias or score_mod say how positions enter)"
+                )
+        return schemes
 
     def _layer_scheme(self) -> PositionScheme:
         if self.spec.absolute:
