@@ -426,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     from .report_card import write_card
+    from .viewer import report
 
     try:
         if args.jobs < 1:
@@ -492,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         scheme, records, reused, retrained, tuning, best, source, command, seconds
     )
     (out / "judged.json").write_text(json.dumps(judged, indent=1) + "\n")
-    card = write_card(judged, out / "card", path=str(out / "judged.json"))
+    tables = report(judged, path=str(out / "judged.json"))
+    card = write_card(judged, out / "card", tables)
     print(f"wrote {out / 'judged.json'} and the report card {card}")
     return 0

@@ -6,8 +6,10 @@ protocol it went through (its sweep and the setting chosen, the seeds and
 split it was read on, which baselines were reused from the package's
 records and which trained again, and why); the verdicts of the scheme
 against each baseline (paired by seed, Holm-corrected within each family,
-with their n); the viewer's tables (``viewer.report``); and the chapter's
-figures (``viewer_figures.write_figures``), as PNG files beside the page.
+with their n); the viewer's tables (``viewer.report``'s text, which the
+caller passes: the viewer imports this module, not the reverse); and the
+chapter's figures (``viewer_figures.write_figures``), as PNG files beside
+the page.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from ..lm.findings import mean_at
 from ..lm.run_verdicts import brief, entry_verdict
 from ..lm.verdicts import claim_count, verdict_family
 from .run_files import own_corpus, plain_entries, readable
-from .viewer import report
 from .viewer_figures import write_figures
 
 __all__ = ["write_card", "card_text"]
@@ -184,8 +185,9 @@ def _verdicts(results: dict) -> list[str]:
     return lines
 
 
-def card_text(results: dict, figures: list[Path], path: str = "") -> str:
-    """The page's Markdown: provenance, protocol, verdicts, tables and figures."""
+def card_text(results: dict, figures: list[Path], tables: str) -> str:
+    """The page's Markdown: provenance, protocol, verdicts, the viewer's ``tables``
+    (``viewer.report``'s text) and the figures."""
     judge = results["settings"].get("judge")
     title = (
         f"Report card: `{judge['scheme']}`"
@@ -204,7 +206,7 @@ def card_text(results: dict, figures: list[Path], path: str = "") -> str:
         "by length, n seeds, each family of verdicts named):",
         "",
         "```text",
-        report(results, path=path or "the record").rstrip(),
+        tables.rstrip(),
         "```",
     ]
     if figures:
@@ -215,9 +217,9 @@ def card_text(results: dict, figures: list[Path], path: str = "") -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_card(results: dict, folder: str | Path, *, path: str = "") -> Path:
-    """Write ``report.md`` and its figures into ``folder`` (``path``: where the
-    record is, as the tables name it); the page's path."""
+def write_card(results: dict, folder: str | Path, tables: str) -> Path:
+    """Write ``report.md`` and its figures into ``folder`` (``tables``: the
+    viewer's text of the record); the page's path."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only
@@ -225,5 +227,5 @@ def write_card(results: dict, folder: str | Path, *, path: str = "") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     figures = write_figures(results, folder)
     page = folder / "report.md"
-    page.write_text(card_text(results, figures, path))
+    page.write_text(card_text(results, figures, tables))
     return page

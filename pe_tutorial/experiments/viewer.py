@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         from .report_card import write_card
 
         try:
-            page = write_card(results, args.report)
+            page = write_card(results, args.report, text)
         except OSError as error:
             print(
                 f"{PROG}: error: cannot write the report card: {error}", file=sys.stderr
