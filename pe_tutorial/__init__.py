@@ -177,8 +177,9 @@ from .lm.run_verdicts import (
     seed_segments,
     seed_values,
 )
+from .lm.scoring import bits_per_byte
 from .lm.streaming import rolling_cache_losses
-from .lm.train import bits_per_byte, learning_rate_at, train
+from .lm.train import learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
 from .pages.glue import glue, have_myst_nb
 from .pages.mechanism_plots import rope_scaling_ratios, shift_arcs

@@ -48,8 +48,8 @@ from pe_tutorial.encodings.relative import (
 )
 from pe_tutorial.encodings.rope import RotaryEmbedding
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
+from pe_tutorial.lm.scoring import length_losses, window_reference_losses
 from pe_tutorial.lm.streaming import rolling_cache_losses
-from pe_tutorial.lm.train import length_losses, window_reference_losses
 
 BASE = 10_000.0
 HEADS, HEAD_DIM = 4, 8

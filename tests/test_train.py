@@ -12,22 +12,19 @@ from torch import nn
 
 from pe_tutorial.lm.data import IGNORE_INDEX, random_windows
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
-from pe_tutorial.lm.synthetic import PASSKEY_SYMBOLS, passkey_batch
-from pe_tutorial.lm.train import (
-    TrainConfig,
+from pe_tutorial.lm.scoring import (
     bits_per_byte,
     context_gain,
-    curve_steps,
     length_bits_per_byte,
     length_losses,
     lookback_accuracy,
     passkey_accuracy,
     passkey_digit_accuracy,
     position_bits_per_byte,
-    resolve_device,
-    train,
     window_reference_losses,
 )
+from pe_tutorial.lm.synthetic import PASSKEY_SYMBOLS, passkey_batch
+from pe_tutorial.lm.train import TrainConfig, curve_steps, resolve_device, train
 
 
 class Uniform(nn.Module):

@@ -18,7 +18,8 @@ from ..encodings.absolute import EXTENSION_ROWS
 from ..encodings.rope_bands import BAND_ABLATIONS, band_frequencies
 from ..encodings.rope_scaling import RopeScaling
 from ..lm.model import ByteTransformer
-from ..lm.train import TrainConfig, length_bits_per_byte, train
+from ..lm.scoring import length_bits_per_byte
+from ..lm.train import TrainConfig, train
 from .presets import Preset
 from .run_context import RunContext
 

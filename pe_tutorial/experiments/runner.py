@@ -35,17 +35,15 @@ from ..lm.data import (
     text_corpus,
 )
 from ..lm.model import ByteTransformer, ModelConfig
-from ..lm.streaming import rolling_cache_losses
-from ..lm.train import (
-    TrainConfig,
+from ..lm.scoring import (
     bits_per_byte,
     context_gain,
-    curve_steps,
     length_error,
     length_losses,
-    train,
     window_reference_losses,
 )
+from ..lm.streaming import rolling_cache_losses
+from ..lm.train import TrainConfig, curve_steps, train
 from .extensions import Extensions
 from .measures import scores_text, tail_mean
 from .presets import Preset, Variant, variants
@@ -339,7 +337,7 @@ class Runner:
         combine in ``findings.bootstrap_interval``); ``context_gain``, per
         segment, the loss of the targets read with more than L bytes of context
         at each length above L minus the same targets' loss in a sliding window
-        of L (``train.window_reference_losses``; negative: the longer context
+        of L (``scoring.window_reference_losses``; negative: the longer context
         helps); and ``position_gain``, that difference by position over the
         longest window, averaged over segments and binned as ``position_bpb``
         (0 for the first L positions, where the contexts are the same).

@@ -18,16 +18,14 @@ import torch
 
 from ..attention.layer_patterns import has_temperature, without_temperature
 from ..lm.model import ByteTransformer
-from ..lm.synthetic import lookback_batch, passkey_batch
-from ..lm.train import (
-    TrainConfig,
-    curve_steps,
+from ..lm.scoring import (
     length_error,
     lookback_accuracy,
     passkey_accuracy,
     passkey_digit_accuracy,
-    train,
 )
+from ..lm.synthetic import lookback_batch, passkey_batch
+from ..lm.train import TrainConfig, curve_steps, train
 from .extensions import Extensions, fine_tuning
 from .measures import mean_over_depths, scores_text
 from .presets import Preset

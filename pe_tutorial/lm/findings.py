@@ -22,7 +22,7 @@ seed it gives no verdict: ``verdict`` reads "one seed: no spread to weigh"
 and ``separated`` raises rather than answer either way.
 
 Per-segment values (one number per validation segment and seed, such as
-``train.context_gain``) are weighed differently, by ``bootstrap_interval``:
+``scoring.context_gain``) are weighed differently, by ``bootstrap_interval``:
 a hierarchical bootstrap over seeds and then segments, which gives an
 ``Interval`` and reads whether 0 lies outside it.
 """
@@ -482,7 +482,7 @@ def bootstrap_interval(
     levels counts the noise about three times, so the interval is then wider,
     by about sqrt(3), than the textbook ``mean +- 1.96 sigma / sqrt(R K)``:
     conservative, not optimistic. Chapter 9 reads ``excludes_zero`` as whether
-    an effect (such as ``train.context_gain``) is beyond that noise.
+    an effect (such as ``scoring.context_gain``) is beyond that noise.
     """
     draws = require_positive_int(draws, "draws")
     if (

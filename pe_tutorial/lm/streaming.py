@@ -1,7 +1,7 @@
 """The byte model read as a stream with StreamingLLM's rolling cache (chapter 12).
 
 ``rolling_cache_losses`` scores every target of the validation segments the
-way ``train.length_losses`` does, but with each segment read in one pass
+way ``scoring.length_losses`` does, but with each segment read in one pass
 under ``attention.streaming.rolling_cache``: the target at position ``p`` is
 predicted from the cache a token-by-token decoder would hold there, the first
 ``sinks`` bytes and the last ``window``, in every layer. The two tensors
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..attention.streaming import rolling_cache
-from .train import check_segments, length_error, length_losses
+from .scoring import check_segments, length_error, length_losses
 
 __all__ = ["rolling_cache_losses"]
 
@@ -45,10 +45,10 @@ def rolling_cache_losses(
         -log2 P(segments[k, p + 1] | the cache at p: bytes 0 .. p for p < C,
                 else bytes 0 .. sinks - 1 and p - window + 1 .. p),
 
-    with ``C = sinks + window``: ``train.length_losses`` at length ``S``, read
+    with ``C = sinks + window``: ``scoring.length_losses`` at length ``S``, read
     through the cache, in its layout. A model with an absolute table is
     refused (``rolling_cache``), as is a length the model cannot read
-    (``train.length_error``).
+    (``scoring.length_error``).
     """
     _, span = check_segments(segments)
     with rolling_cache(model, window, sinks):
