@@ -148,7 +148,7 @@ from .encodings.rope_scaling import (
 from .encodings.rope_triton import triton_status
 from .encodings.xpos import apply_xpos, xpos_decay
 from .lm.compute import step_flops
-from .lm.data import random_windows, segment_files, stdlib_corpus
+from .lm.data import stdlib_corpus
 from .lm.findings import (
     bootstrap_interval,
     compare,
@@ -181,6 +181,7 @@ from .lm.scoring import bits_per_byte
 from .lm.streaming import rolling_cache_losses
 from .lm.train import learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
+from .lm.windows import random_windows, segment_files
 from .pages.glue import glue, have_myst_nb
 from .pages.mechanism_plots import rope_scaling_ratios, shift_arcs
 from .pages.plots import (

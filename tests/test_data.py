@@ -10,16 +10,10 @@ import torch
 
 from pe_tutorial.lm.data import (
     IGNORE_INDEX,
-    evaluation_segments,
     fetch_corpus,
     plain_play,
-    random_windows,
-    segment_files,
-    segment_start_files,
-    segment_starts,
     shakespeare_corpus,
     split_bytes,
-    starting_with,
     stdlib_corpus,
     stdlib_files,
 )
@@ -28,6 +22,14 @@ from pe_tutorial.lm.synthetic import (
     PASSKEY_SYMBOLS,
     lookback_batch,
     passkey_batch,
+)
+from pe_tutorial.lm.windows import (
+    evaluation_segments,
+    random_windows,
+    segment_files,
+    segment_start_files,
+    segment_starts,
+    starting_with,
 )
 
 

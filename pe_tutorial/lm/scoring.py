@@ -112,7 +112,7 @@ def bits_per_byte(
     ``data`` is a stream ``(N,)``: window ``w`` reads ``data[w T : (w + 1) T]``
     and predicts the bytes one further on, for ``num_targets`` targets (default:
     as many whole windows as fit; a multiple of ``seq_len``). Or it is segments
-    ``(K, S + 1)`` (``data.evaluation_segments``), each cut the same way, with
+    ``(K, S + 1)`` (``windows.evaluation_segments``), each cut the same way, with
     ``S`` a multiple of ``seq_len``.
     """
     inputs, targets = _windows(data, seq_len, num_targets)
@@ -226,7 +226,7 @@ def check_segments(segments: torch.Tensor) -> tuple[int, int]:
         )
         raise ValueError(
             f"segments must be a 2-D tensor (K, S + 1) of bytes, one validation "
-            f"segment a row (data.evaluation_segments), got {shape}"
+            f"segment a row (windows.evaluation_segments), got {shape}"
         )
     num_segments, span = segments.shape[0], segments.shape[1] - 1
     if num_segments == 0 or span <= 0:

@@ -38,7 +38,7 @@ def rolling_cache_losses(
 ) -> torch.Tensor:
     """The loss in bits of every target read with a rolling cache, ``(K, S)`` float64.
 
-    ``segments`` is ``(K, S + 1)`` (``data.evaluation_segments``); each is read
+    ``segments`` is ``(K, S + 1)`` (``windows.evaluation_segments``); each is read
     whole, in one pass, under ``rolling_cache(model, window, sinks)``, so entry
     ``[k, p]`` is
 
