@@ -344,6 +344,24 @@ def test_a_folder_of_another_judge_is_not_overwritten(judged, kerple, tiny, caps
     assert "tune.toml describes another experiment" in capsys.readouterr().err
 
 
+def test_a_changed_scheme_file_is_not_judged_from_old_stages(
+    judged, kerple, tiny, capsys, monkeypatch
+):
+    """A finished stage is reused only for the same file and code: the stage file
+    names both, so an edited scheme file stops instead of reading old records."""
+    real = scheme_files.digests
+    monkeypatch.setattr(
+        scheme_files, "digests", lambda sources: dict.fromkeys(real(sources), "edited")
+    )
+    assert main(["judge", KERPLE, "--out", str(judged), *tiny]) == 2
+    assert "tune.toml describes another experiment" in capsys.readouterr().err
+    header = (judged / "tune.toml").read_text().splitlines()[1]
+    assert header == (
+        f"# Scheme files: {real([KERPLE])}; pe_tutorial code version "
+        f"{judging.code_version()}."
+    )
+
+
 def test_a_sweep_is_set_for_the_tuning_stages_only(kerple):
     best = {"learning_rate": 3e-3}
     sweep = ["sweep.train.learning_rate=[1e-3]", "train.steps=7"]

@@ -95,11 +95,11 @@ def test_ropes_position_group_holds_its_rotation_and_nopes_holds_nothing(
     # RoPE's rotation: ops in the forward pass and their gradients in the backward
     assert rope.ops.get("position", 0) > 0
     assert rope.ms["position"]["forward"] > 0 and rope.ms["position"]["backward"] > 0
-    # NoPE's scheme methods run no op: only the ranges opened here, which cost
-    # a few microseconds each
+    # NoPE's scheme methods run no op: only the ranges opened here, whose cost
+    # is the profiler's own (a few microseconds each; not asserted as a share of
+    # the step, which a busy machine moves past any bound: it failed once at 6%)
     assert nope.ops.get("position", 0) == 0
     assert nope.ms["position"].get("backward", 0.0) == 0
-    assert nope.group_ms("position") < 0.05 * nope.step_ms
     # the difference from the reference, group by group, adds up
     difference = tiny_profile.difference("rope")
     assert set(difference) == set(sp.GROUPS)

@@ -59,6 +59,7 @@ from .run import run_experiments, run_units
 from .runner import Runner
 from .toml_text import toml_text
 from .tuning import best_training, sweep_points, tuned_table
+from .units import code_version
 
 __all__ = ["BOOK_SCHEMES", "main", "stage_presets", "baseline_sources", "assemble"]
 
@@ -375,9 +376,13 @@ class _Stages:
 
     def run(self, stage: str, preset: Preset) -> dict | None:
         """The stage's record: read if written, else run (None after a shard)."""
+        # the header names the scheme file's text and the package's code, so a
+        # finished stage is reused only for the same file and code
+        sources = scheme_files.digests(preset.schemes_from)
         document = toml_text(
             preset_to_dict(preset),
-            header=f"Stage {stage} of {PROG} (pe_tutorial/experiments/judge.py).",
+            header=f"Stage {stage} of {PROG} (pe_tutorial/experiments/judge.py).\n"
+            f"Scheme files: {sources}; pe_tutorial code version {code_version()}.",
         )
         config, target = self.out / f"{stage}.toml", self.out / f"{stage}.json"
         if config.exists() and config.read_text() != document:
