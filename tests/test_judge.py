@@ -293,8 +293,11 @@ def test_a_reused_baseline_is_the_books_plain_entry(judged, kerple):
             "--scheme kerple: kerple.py registers kerple-log",
         ),
         ([KERPLE, "--against", "rope,xpos"], "--against: xpos not among the book's"),
-        ([KERPLE, "--jobs", "0"], "--jobs 0: give a whole number 1 or more"),
-        ([KERPLE, "--shard", "3/2"], "--shard 3/2: give K/N"),
+        (
+            [KERPLE, "--jobs", "0"],
+            "--jobs '0': give a whole number 1 or more",
+        ),
+        ([KERPLE, "--shard", "3/2"], "--shard '3/2': give K/N, shard K of N"),
         (
             [KERPLE, "--set", "train.lerning_rate=1"],
             "train.lerning_rate: no such field",

@@ -32,6 +32,7 @@ import torch
 
 from ..devices import device_name
 from ..lm.train import resolve_device
+from .arguments import jobs_argument, shard_argument
 from .config import (
     PRESETS,
     ExperimentError,
@@ -85,29 +86,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "run":
         argv = argv[1:]
     return _run(argv)
-
-
-def _shard(text: str) -> tuple[int, int]:
-    k, slash, n = text.partition("/")
-    try:
-        shard = int(k), int(n)
-    except ValueError:
-        shard = None
-    if not slash or shard is None or not 1 <= shard[0] <= shard[1]:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give K/N, shard K of N with 1 <= K <= N, such as 1/4"
-        )
-    return shard
-
-
-def _jobs(text: str) -> int:
-    try:
-        jobs = int(text)
-    except ValueError:
-        jobs = 0
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number 1 or more")
-    return jobs
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -168,7 +146,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--jobs",
-        type=_jobs,
+        type=jobs_argument,
         default=1,
         metavar="N",
         help="compute N units at once, each in a process of its own with its share of "
@@ -176,7 +154,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--shard",
-        type=_shard,
+        type=shard_argument,
         metavar="K/N",
         help="run every N-th unit of the plan from the K-th, for N workers (a job "
         "array, several machines); each keeps its units in PATH.K-of-N.partial "

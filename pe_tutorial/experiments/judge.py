@@ -43,6 +43,7 @@ import torch
 from ..lm.model import ByteTransformer, ModelConfig
 from ..lm.train import resolve_device
 from . import scheme_files
+from .arguments import jobs_argument, shard_argument
 from .config import (
     PRESETS,
     apply_setting,
@@ -327,11 +328,11 @@ def _parser() -> argparse.ArgumentParser:
         help="change a field of every stage (the baselines are then trained again)",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
+    parser.add_argument("--jobs", default="1", metavar="N", help="units at once")
     parser.add_argument(
-        "--jobs", type=int, default=1, metavar="N", help="units at once"
-    )
-    parser.add_argument(
-        "--shard", metavar="K/N", help="run shard K of N of the stage reached"
+        "--shard",
+        metavar="K/N",
+        help="run shard K of N of the stage reached",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     return parser
@@ -340,6 +341,17 @@ def _parser() -> argparse.ArgumentParser:
 def _fail(message: object) -> int:
     print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
     return 2
+
+
+def _read_counts(args: argparse.Namespace) -> None:
+    """``--jobs`` and ``--shard`` read by the run command's rules (``arguments.py``),
+    a bad value one ``ExperimentError`` line (nothing printed by argparse)."""
+    try:
+        args.jobs = jobs_argument(args.jobs)
+        args.shard = None if args.shard is None else shard_argument(args.shard)
+    except argparse.ArgumentTypeError as error:
+        which = "--jobs" if not isinstance(args.jobs, int) else "--shard"
+        raise ExperimentError(f"{which} {error}") from None
 
 
 def _pick_scheme(source: str, wanted: str | None) -> str:
@@ -357,15 +369,6 @@ def _pick_scheme(source: str, wanted: str | None) -> str:
             f"{', '.join(names)}"
         )
     return wanted
-
-
-def _shard(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    k, slash, n = text.partition("/")
-    if not (slash and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
-        raise ExperimentError(f"--shard {text}: give K/N with 1 <= K <= N, such as 1/2")
-    return int(k), int(n)
 
 
 class _Stages:
@@ -393,7 +396,7 @@ class _Stages:
         config.write_text(document)
         if target.exists():
             return json.loads(target.read_text())
-        shard = _shard(self.args.shard)
+        shard = self.args.shard
         partial = partial_path(target, shard)
         options = dict(
             device=self.device,
@@ -434,8 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     from .viewer import report
 
     try:
-        if args.jobs < 1:
-            raise ExperimentError(f"--jobs {args.jobs}: give a whole number 1 or more")
+        _read_counts(args)
         source = scheme_files.resolve(args.file, None)
         scheme = _pick_scheme(source, args.scheme)
         against = tuple(s for s in args.against.split(",") if s)

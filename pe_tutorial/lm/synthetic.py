@@ -139,18 +139,8 @@ def _multi_key_batch(
     keys: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``passkey_batch`` with ``keys`` > 1 named key blocks (its docstring)."""
-    block = key_len + 2  # KEY name d1 .. dk
     question = key_len + 1  # QUERY name d1 .. d(k-1)
-    last_start = seq_len - question - block  # the latest start of a block
-    # each block placed rules out at most 2 * block - 1 starts of another, so
-    # this many positions always leave a start free for every block
-    needed = question + block + (keys - 1) * (2 * block - 1)
-    if seq_len < needed:
-        raise ValueError(
-            f"seq_len={seq_len} is too short for {keys} key blocks of {block} "
-            f"positions placed at random and the question of {question}: it needs "
-            f"at least {needed} positions; ask for fewer keys or a longer sequence"
-        )
+    last_start = _last_block_start(seq_len, key_len, keys, asked=1)
     s = PASSKEY_SYMBOLS
     tokens = torch.randint(
         0, s["filler"], (batch_size, seq_len + 1), generator=generator
@@ -168,6 +158,28 @@ def _multi_key_batch(
     targets = torch.full_like(inputs, IGNORE_INDEX)
     targets[:, -key_len:] = digits[:, 0]
     return inputs, targets
+
+
+def _last_block_start(seq_len: int, key_len: int, keys: int, *, asked: int) -> int:
+    """The latest start of a key block (``KEY name d1 .. dk``) in a row that ends
+    with ``asked`` questions (``QUERY name d1 .. d(k-1)`` each); a ValueError if
+    ``keys`` blocks placed at random might not fit before them."""
+    block, question = key_len + 2, key_len + 1
+    # each block placed rules out at most 2 * block - 1 starts of another, so
+    # this many positions always leave a start free for every block
+    needed = asked * question + block + (keys - 1) * (2 * block - 1)
+    if seq_len < needed:
+        questions = (
+            f"the question of {question}"
+            if asked == 1
+            else f"{asked} questions of {question}"
+        )
+        raise ValueError(
+            f"seq_len={seq_len} is too short for {keys} key blocks of {block} "
+            f"positions placed at random and {questions}: it needs at least "
+            f"{needed} positions; ask for fewer keys or a longer sequence"
+        )
+    return seq_len - asked * question - block
 
 
 def _place_key_blocks(
@@ -214,18 +226,9 @@ def _every_key_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``passkey_batch`` with ``ask_every_key``: the key blocks, then a question
     for each key in a random order (its docstring)."""
-    block = key_len + 2  # KEY name d1 .. dk
     question = key_len + 1  # QUERY name d1 .. d(k-1); dk is a target only
     asked_from = seq_len - keys * question  # the questions fill the row's end
-    last_start = asked_from - block
-    needed = keys * question + block + (keys - 1) * (2 * block - 1)
-    if seq_len < needed:
-        raise ValueError(
-            f"seq_len={seq_len} is too short for {keys} key blocks of {block} "
-            f"positions placed at random and {keys} questions of {question}: it "
-            f"needs at least {needed} positions; ask for fewer keys or a longer "
-            "sequence"
-        )
+    last_start = _last_block_start(seq_len, key_len, keys, asked=keys)
     s = PASSKEY_SYMBOLS
     tokens = torch.randint(0, s["filler"], (batch_size, seq_len), generator=generator)
     targets = torch.full_like(tokens, IGNORE_INDEX)
