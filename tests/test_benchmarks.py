@@ -899,6 +899,45 @@ def test_the_roofline_ceilings_follow_their_closed_forms():
     assert ceiling["ridge"] == pytest.approx(2 * n**3 / 4e-3 / 25e9)
 
 
+def _ten_times_faster(t: bench.Timing) -> bench.Timing:
+    def tenth(times):
+        return None if times is None else [x / 10 for x in times]
+
+    return dataclasses.replace(
+        t,
+        times_ms=tenth(t.times_ms),
+        process_medians_ms=tenth(t.process_medians_ms),
+        copy_ms=None if t.copy_ms is None else t.copy_ms / 10,
+    )
+
+
+def test_each_recorded_device_draws_its_own_roof(tmp_path):
+    """A GPU's recorded roofline, copies and rope runs give a roof of their own
+    beside the quoted CPU's (chapter 10's figure), each from its own files; the
+    RoPE point's bytes and flop follow the closed form."""
+    from pe_tutorial.benchmarks.roofline import recorded_roofs, rope_bytes_and_flops
+
+    for suite in ("roofline", "copy_sizes", "rope"):
+        cpu = benchmarks.quoted(suite)
+        benchmarks.record(cpu, tmp_path)
+        gpu = dataclasses.replace(
+            cpu,
+            environment={"device": "cuda:0", "device_name": "NVIDIA Test GPU"},
+            timings=[_ten_times_faster(t) for t in cpu.timings],
+        )
+        benchmarks.record(gpu, tmp_path)
+    cpu_roof, gpu_roof = recorded_roofs(tmp_path)
+    assert cpu_roof["quoted"] and not gpu_roof["quoted"]
+    assert gpu_roof["device"] == "cuda-nvidia-test-gpu"
+    assert gpu_roof["flop_per_s"] == pytest.approx(10 * cpu_roof["flop_per_s"])
+    assert gpu_roof["bytes_per_s"] == pytest.approx(10 * cpu_roof["bytes_per_s"])
+    assert gpu_roof["rope"]["flop_per_s"] == pytest.approx(
+        10 * cpu_roof["rope"]["flop_per_s"]
+    )
+    # q, k of (1, 1, 2, 4) in float32: 4 * 8 elements * 4 bytes + 2 * 2 * 2 * 4
+    assert rope_bytes_and_flops((1, 1, 2, 4), 4) == (4 * 8 * 4 + 2 * 2 * 2 * 4, 48)
+
+
 def _process_run(times, calls=1, copy_times=(1.0,)):
     rows = [
         bench.Timing(

@@ -12,13 +12,41 @@ from __future__ import annotations
 
 import torch
 
-from ._core import Plan, Suite, register
+from ._core import QUOTED_DEVICE, Plan, Suite, device_slug, load_recorded_runs, register
+from .copies import memory_ceiling
+from .rope import fastest_own
 from .timing import Case
 
 
 def matmul_flops(n: int) -> int:
     """Floating-point operations of an ``n x n`` by ``n x n`` product: ``2 n^3``."""
     return 2 * n**3
+
+
+def rope_bytes_and_flops(shape, bytes_per_element: int) -> tuple[int, int]:
+    """Bytes moved and flop of rotating q and k of ``shape`` (B, H, T, D) (chapter 10).
+
+    ``bytes = 2 * 2 N s + 2 * T * (D / 2) * 4`` (q and k read and written, ``s``
+    bytes an element, plus float32 cos and sin tables) and ``flop = 2 * 3 N``
+    (four multiplications and two additions a pair), with ``N = B H T D``.
+    """
+    batch, heads, seq, head_dim = shape
+    n = batch * heads * seq * head_dim
+    nbytes = 4 * n * bytes_per_element + 2 * seq * (head_dim // 2) * 4
+    return nbytes, 6 * n
+
+
+def rope_point(run) -> dict:
+    """Where the fastest steady own row of a recorded ``rope`` run sits on its roof:
+    ``intensity`` (flop per byte), ``flop_per_s`` and the row's ``name``."""
+    fastest = fastest_own(run)
+    size = torch.finfo(getattr(torch, run.settings["dtype"])).bits // 8
+    nbytes, flops = rope_bytes_and_flops(run.settings["shape"], size)
+    return {
+        "intensity": flops / nbytes,
+        "flop_per_s": flops / (fastest.median_ms * 1e-3),
+        "name": fastest.name,
+    }
 
 
 def roofline_suite(
@@ -69,6 +97,50 @@ def ceilings(result, memory_gb_s: float | None = None) -> dict[str, float]:
         "bytes_per_s": bytes_per_s,
         "ridge": flop_per_s / bytes_per_s,
     }
+
+
+def recorded_roofs(directory=None) -> list[dict]:
+    """The roof of every device with a recorded ``roofline`` run, the quoted CPU first.
+
+    Each is ``ceilings`` of that device's product run, its memory ceiling
+    ``copies.memory_ceiling`` of the same device's ``copy_sizes`` run, so a GPU's
+    recorded runs draw a GPU's roof beside the CPU's (chapter 10). Keys beyond
+    ``ceilings``': ``device`` (the file's device slug), ``device_name``, ``dtype``
+    of the product, ``quoted`` (the machine the prose quotes) and ``memory``: how
+    the memory ceiling was found (a device whose copies never left its caches
+    falls back on the copy of the product's own bytes, and says so); ``rope``:
+    ``rope_point`` of the device's recorded ``rope`` run, None without one.
+    """
+    copies = {
+        device_slug(run.environment): run
+        for run in load_recorded_runs("copy_sizes", directory)
+    }
+    ropes = {
+        device_slug(run.environment): run
+        for run in load_recorded_runs("rope", directory)
+    }
+    roofs = []
+    for run in load_recorded_runs("roofline", directory):
+        slug = device_slug(run.environment)
+        memory_gb_s, how = None, "no copy_sizes run: the copy of the product's bytes"
+        if slug in copies:
+            try:
+                memory_gb_s = memory_ceiling(copies[slug])["gb_s"]
+                how = "copy_sizes' plateau (the memory ceiling)"
+            except ValueError as error:
+                how = f"the copy of the product's bytes ({error})"
+        roofs.append(
+            {
+                **ceilings(run, memory_gb_s=memory_gb_s),
+                "device": slug,
+                "device_name": run.environment.get("device_name", slug),
+                "dtype": run.settings.get("dtype", "float32"),
+                "quoted": slug == QUOTED_DEVICE,
+                "memory": how,
+                "rope": rope_point(ropes[slug]) if slug in ropes else None,
+            }
+        )
+    return sorted(roofs, key=lambda roof: not roof["quoted"])
 
 
 def report(result) -> list[str]:
