@@ -18,6 +18,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from pe_tutorial import benchmarks
+from pe_tutorial.benchmarks import _core
 from pe_tutorial.benchmarks import step_profile as sp
 from pe_tutorial.benchmarks import timing as bench
 from pe_tutorial.benchmarks.train_step import train_step_fn
@@ -195,3 +196,92 @@ def test_the_suite_smokes_and_keeps_its_profile_through_json(tmp_path, capsys):
     assert profiled.scheme("rope").ops["position"] > 0
     with pytest.raises(ValueError, match="holds no profile"):
         sp.recorded_profile(benchmarks.SuiteResult("train_step", {}, []))
+
+
+def _scheme_step(
+    name: str, steps_ms: list[float], position_ms: float
+) -> sp.SchemeProfile:
+    median = sorted(steps_ms)[(len(steps_ms) - 1) // 2]
+    return sp.SchemeProfile(
+        name,
+        len(steps_ms),
+        median,
+        {
+            "position": {"forward": position_ms},
+            "other": {"forward": median - position_ms},
+        },
+        step_ms_all=list(steps_ms),
+    )
+
+
+def _process(nope: list[float], rope: list[float], rope_position: float):
+    return sp.StepProfile(
+        "cpu",
+        {"batch": 2},
+        [_scheme_step("nope", nope, 0.0), _scheme_step("rope", rope, rope_position)],
+        reference="nope",
+    )
+
+
+def test_profiles_of_several_processes_merge_into_every_step():
+    """Each scheme keeps the breakdown of the process whose median step is the
+    middle one, with every process's steps behind its spread."""
+    processes = [
+        _process([10, 11, 12], [20, 21, 22], 5.0),
+        _process([14, 15, 16], [30, 31, 32], 9.0),
+        _process([12, 13, 14], [25, 26, 27], 7.0),
+    ]
+    merged = sp.merge_profiles(processes)
+    rope = merged.scheme("rope")
+    assert rope.step_ms == 26 and rope.group_ms("position") == 7.0  # the middle one
+    assert rope.steps == 9 and sorted(rope.step_ms_all) == [
+        20,
+        21,
+        22,
+        25,
+        26,
+        27,
+        30,
+        31,
+        32,
+    ]
+    assert rope.process_step_ms == [21, 31, 26]
+    assert merged.scheme("nope").step_ms == 13
+    assert "median of 9 in 3 processes" in "\n".join(merged.table_lines())
+    # the processes' own profiles are left as they were
+    assert processes[2].scheme("rope").steps == 3
+    with pytest.raises(ValueError, match="differ in schemes or settings"):
+        sp.merge_profiles([processes[0], sp.StepProfile("cpu", {"batch": 4}, [])])
+
+
+def test_a_profiled_difference_is_told_apart_only_outside_the_steps_spread():
+    """``apart``: the interquartile ranges of two schemes' steps do not overlap."""
+    clear = _process([10, 10.5, 11, 11.5, 12], [20, 20.5, 21, 21.5, 22], 5.0)
+    assert clear.apart("rope") and clear.apart("nope", "rope")
+    overlapping = _process([10, 11, 12, 13, 14], [12, 13, 14, 15, 16], 1.0)
+    assert not overlapping.apart("rope")
+
+
+def test_a_recording_in_three_processes_keeps_all_their_profiled_steps(monkeypatch):
+    """merge_runs merges the processes' profiles (Suite.merge_settings) and the
+    report prints them without profiling again in the merging process."""
+    suite = benchmarks.SUITES["train_step_profile"]
+    runs = _core.sample_alike(
+        3,
+        lambda i, calls: benchmarks.run(
+            "train_step_profile",
+            "cpu",
+            repeats=2,
+            calls_per_sample=calls,
+            **suite.smoke,
+        ),
+        lambda result: result.timings[0].calls_per_sample,
+    )
+    calls = []
+    monkeypatch.setattr(sp, "profile_train_step", lambda *a, **k: calls.append(1))
+    merged = _core.merge_runs(runs)
+    profile = sp.recorded_profile(merged)
+    each = [sp.recorded_profile(run).scheme("rope").step_ms for run in runs]
+    assert profile.scheme("rope").process_step_ms == each
+    assert profile.scheme("rope").steps == 3 * suite.smoke["profile_steps"]
+    assert not calls

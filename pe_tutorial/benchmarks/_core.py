@@ -114,6 +114,10 @@ class Suite:
     # (`--smoke`: every suite runs end to end, nothing is measured), the dry run of
     # tools/gpu_evidence.py on a CPU
     smoke: dict = field(default_factory=dict)
+    # the settings of a run merged from several processes' (``merge_runs``), where
+    # a suite keeps in its settings what its report measured (the profile): None
+    # keeps the first process's
+    merge_settings: Callable[[list[dict]], dict] | None = None
 
     def default_repeats(self, device: torch.device) -> int:
         """The rounds a run times on ``device`` unless told otherwise."""
@@ -467,8 +471,10 @@ def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
     their range, what a single process cannot show: the state a process
     starts in, its allocator and its place in memory). Rows must match and
     be sampled alike (the same ``calls_per_sample``), or this is a
-    ValueError. Copies are matched to rows again; the suite's report is
-    computed from the merged rows; the run is busy if any process was.
+    ValueError. Copies are matched to rows again; the settings are the first
+    process's, or the suite's ``merge_settings`` of every process's (the
+    profile's steps from all of them); the suite's report is computed from the
+    merged rows; the run is busy if any process was.
     """
     if not runs:
         raise ValueError("merge_runs needs at least one run")
@@ -510,12 +516,18 @@ def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
             "after": probes[-1]["after"],
             "each": probes,
         }
+    merge_settings = suite.merge_settings if suite is not None else None
+    settings = (
+        merge_settings([run.settings for run in runs])
+        if merge_settings is not None
+        else dict(first.settings)
+    )
     merged_run = SuiteResult(
         suite=first.suite,
         environment=environment,
         timings=timings,
         notes=notes,
-        settings=dict(first.settings),
+        settings=settings,
         reference=first.reference,
         command=first.command,
         busy=next((run.busy for run in runs if run.busy), None),

@@ -57,6 +57,8 @@ the step (checked on CPUs only so far).
 from __future__ import annotations
 
 import contextlib
+import json
+import statistics
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -341,6 +343,18 @@ class SchemeProfile:
     device_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     ops: dict[str, float] = field(default_factory=dict)
     step_ms_all: list[float] = field(default_factory=list)
+    # a profile merged from several processes (``merge_profiles``): each one's
+    # median step; empty for one process
+    process_step_ms: list[float] = field(default_factory=list)
+
+    @property
+    def step_quartiles_ms(self) -> tuple[float, float]:
+        """25th and 75th percentiles of the profiled steps' totals."""
+        steps = self.step_ms_all or [self.step_ms]
+        if len(steps) < 2:
+            return steps[0], steps[0]
+        q1, _, q3 = statistics.quantiles(steps, n=4, method="inclusive")
+        return q1, q3
 
     def group_ms(self, group: str) -> float:
         if group not in GROUPS:
@@ -363,6 +377,7 @@ class SchemeProfile:
             "device_ms": self.device_ms,
             "ops": self.ops,
             "step_ms_all": self.step_ms_all,
+            "process_step_ms": self.process_step_ms,
         }
 
     @classmethod
@@ -386,6 +401,17 @@ class StepProfile:
         known = [p.scheme for p in self.schemes]
         raise ValueError(f"no scheme {name!r} in this profile; it has {known}")
 
+    def apart(self, scheme: str, reference: str | None = None) -> bool:
+        """Whether the profiled steps of ``scheme`` and ``reference`` can be told
+        apart: their interquartile ranges of step totals do not overlap (the
+        rule ``timing.within_noise`` applies to timed rows). A sentence that
+        says one scheme's profiled step took longer than another's rests on it
+        (chapter 10)."""
+        reference = reference or self.reference
+        (a1, a3) = self.scheme(scheme).step_quartiles_ms
+        (b1, b3) = self.scheme(reference).step_quartiles_ms
+        return a3 < b1 or b3 < a1
+
     def difference(self, scheme: str, reference: str | None = None) -> dict[str, float]:
         """Milliseconds per step of ``scheme`` minus ``reference``'s, per group."""
         reference = reference or self.reference
@@ -407,9 +433,12 @@ class StepProfile:
         phases = phases or ["forward"]
         for p in self.schemes:
             spread = p.step_ms_all or [p.step_ms]
+            where = (
+                f" in {len(p.process_step_ms)} processes" if p.process_step_ms else ""
+            )
             head = (
                 f"{p.scheme} step, profiled on {self.device}: {p.step_ms:.2f} ms "
-                f"(median of {p.steps}, {min(spread):.2f}-{max(spread):.2f})"
+                f"(median of {p.steps}{where}, {min(spread):.2f}-{max(spread):.2f})"
             )
             compare = reference is not None and p is not reference
             if compare:
@@ -470,6 +499,51 @@ class StepProfile:
             schemes=[SchemeProfile.from_dict(p) for p in document["schemes"]],
             reference=document.get("reference"),
         )
+
+
+def merge_profiles(profiles: list[StepProfile]) -> StepProfile:
+    """One profile from several processes' profiles of the same schemes and sizes.
+
+    Each scheme's breakdown is that of the process whose median step is the
+    median of the processes' (the lower middle of an even count); its
+    ``step_ms_all`` holds every process's steps, ``steps`` their count and
+    ``process_step_ms`` each process's median step, so ``apart`` reads the
+    steps of all of them.
+    """
+    if not profiles:
+        raise ValueError("merge_profiles needs at least one profile")
+    first = profiles[0]
+    names = [p.scheme for p in first.schemes]
+    for other in profiles[1:]:
+        if [
+            p.scheme for p in other.schemes
+        ] != names or other.settings != first.settings:
+            raise ValueError(
+                "the profiles differ in schemes or settings: "
+                f"{names} {first.settings} against "
+                f"{[p.scheme for p in other.schemes]} {other.settings}"
+            )
+    merged = []
+    for name in names:
+        each = [other.scheme(name) for other in profiles]
+        middle = sorted(each, key=lambda p: p.step_ms)[(len(each) - 1) // 2]
+        middle = SchemeProfile.from_dict(json.loads(json.dumps(middle.to_dict())))
+        middle.steps = sum(p.steps for p in each)
+        middle.step_ms_all = [ms for p in each for ms in (p.step_ms_all or [p.step_ms])]
+        middle.process_step_ms = [p.step_ms for p in each]
+        merged.append(middle)
+    return StepProfile(first.device, dict(first.settings), merged, first.reference)
+
+
+def _merge_settings(settings: list[dict]) -> dict:
+    """``Suite.merge_settings``: the processes' profiles merged (``merge_profiles``)."""
+    merged = dict(settings[0])
+    profiles = [s["profile"] for s in settings if "profile" in s]
+    if len(profiles) == len(settings):
+        merged["profile"] = merge_profiles(
+            [StepProfile.from_dict(p) for p in profiles]
+        ).to_dict()
+    return merged
 
 
 def _phase_ms(p: SchemeProfile, phase: str) -> float:
@@ -613,7 +687,7 @@ def train_step_profile(
     batch: int | None = None,
     seq_len: int | None = None,
     schemes: tuple[str, ...] | None = None,
-    profile_steps: int = 5,
+    profile_steps: int = 15,
     profile_warmup: int = 2,
 ) -> Plan:
     """The ``train_step`` suite's rows, timed as there, then profiled (chapters 9, 10).
@@ -644,8 +718,19 @@ def train_step_profile(
 
 
 def report(result) -> list[str]:
-    """Profile the run's steps and return the tables (``Suite.report``)."""
+    """Profile the run's steps and return the tables (``Suite.report``).
+
+    A run merged from several processes already holds their merged profile
+    (``_merge_settings``): it is printed, not measured again in the merging
+    process."""
     settings = result.settings
+    if result.environment.get("processes", 1) > 1 and "profile" in settings:
+        return [
+            "under torch.profiler, in each of the processes (self time by group; a "
+            "profiled step runs slower than the timed rows above, the shares carry "
+            "over):",
+            *StepProfile.from_dict(settings["profile"]).table_lines(),
+        ]
     profiled = profile_train_step(
         result.environment["device"],
         batch=settings["batch"],
@@ -688,5 +773,6 @@ register(
             "profile_warmup": 1,
         },
         warmup=2,
+        merge_settings=_merge_settings,
     )
 )

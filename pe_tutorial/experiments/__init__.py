@@ -90,9 +90,11 @@ from .config import (
 from .merge import MergeError, merge_parts
 from .presets import STANDARD_PASSKEY, Preset, Variant
 from .record import ResumeError, RunFile, partial_path
+from .report_card import judged_claims
 from .results import (
     SECTIONS,
     format_rows,
+    load_judged,
     load_results,
     results_path,
     summarise,
@@ -116,6 +118,8 @@ __all__ = [
     "merge_parts",
     "results_path",
     "load_results",
+    "load_judged",
+    "judged_claims",
     "SECTIONS",
     "summarise",
     "format_rows",

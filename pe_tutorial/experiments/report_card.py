@@ -22,7 +22,7 @@ from ..lm.verdicts import claim_count, verdict_family
 from .run_files import own_corpus, plain_entries, readable
 from .viewer_figures import write_figures
 
-__all__ = ["write_card", "card_text"]
+__all__ = ["write_card", "card_text", "judged_claims"]
 
 
 def _provenance(results: dict) -> list[str]:
@@ -134,32 +134,38 @@ def _family_table(name: str, claims: list[tuple[str, str, object]]) -> list[str]
     return lines
 
 
-def _verdicts(results: dict) -> list[str]:
+def judged_claims(results: dict) -> list[tuple[str, list[tuple[str, int, object]]]]:
+    """A judged record's families of claims: ``[(family name, [(baseline, length,
+    Verdict), ...]), ...]``, not yet corrected (``verdict_family`` or a
+    ``pe.Family`` corrects each family as a whole).
+
+    Each claim is the judged scheme minus one baseline at one length, paired by
+    seed (``entry_verdict``; on text also resampled by scored file): bits per
+    byte at the training length L and at the longest length read, then passkey
+    and look-back accuracy at the task's length and the same multiple of it.
+    The report card and chapter 9 read the same families.
+    """
     settings = results["settings"]
     mine = settings["judge"]["scheme"]
     L, top = settings["train"]["seq_len"], max(settings["lengths"])
-    lines = [
-        "",
-        "## Verdicts",
-        "",
-        f"Each row is `{mine}` minus the baseline, paired by seed (the two models "
-        "trained on the same batches), with its 95% interval; on text the interval "
-        "also resamples the scored files. Lower bits per byte is better; higher "
-        "accuracy is better. 'a real difference' means the Holm-adjusted p of its "
-        "family is below 0.05.",
-    ]
     text = plain_entries(results, own_corpus(results))
-    claims = [
+    families = [
         (
-            scheme,
-            n,
-            entry_verdict(results, text[mine], e, n, label=f"{mine} - {scheme}"),
+            f"{mine} against the book's schemes: bits per byte",
+            [
+                (
+                    scheme,
+                    n,
+                    entry_verdict(
+                        results, text[mine], e, n, label=f"{mine} - {scheme}"
+                    ),
+                )
+                for n in (L, top)
+                for scheme, e in text.items()
+                if scheme != mine and readable(e, n) and readable(text[mine], n)
+            ],
         )
-        for n in (L, top)
-        for scheme, e in text.items()
-        if scheme != mine and readable(e, n) and readable(text[mine], n)
     ]
-    lines += _family_table(f"{mine} against the book's schemes: bits per byte", claims)
     for section, what in (
         ("passkey", "passkey accuracy"),
         ("lookback", "look-back accuracy"),
@@ -181,7 +187,24 @@ def _verdicts(results: dict) -> list[str]:
             and mean_at(e, n) is not None
             and mean_at(entries[mine], n) is not None
         ]
-        lines += _family_table(f"{mine} against the book's schemes: {what}", claims)
+        families.append((f"{mine} against the book's schemes: {what}", claims))
+    return [(name, claims) for name, claims in families if claims]
+
+
+def _verdicts(results: dict) -> list[str]:
+    mine = results["settings"]["judge"]["scheme"]
+    lines = [
+        "",
+        "## Verdicts",
+        "",
+        f"Each row is `{mine}` minus the baseline, paired by seed (the two models "
+        "trained on the same batches), with its 95% interval; on text the interval "
+        "also resamples the scored files. Lower bits per byte is better; higher "
+        "accuracy is better. 'a real difference' means the Holm-adjusted p of its "
+        "family is below 0.05.",
+    ]
+    for name, claims in judged_claims(results):
+        lines += _family_table(name, claims)
     return lines
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "summary",
     "results_path",
     "load_results",
+    "load_judged",
     "summarise",
     "format_rows",
 ]
@@ -63,6 +64,29 @@ def load_results(preset: str) -> dict | None:
     )
     if not resource_file.is_file():
         return None
+    return json.loads(resource_file.read_text())
+
+
+def load_judged(scheme: str) -> dict:
+    """The judge's record of a scheme that ships with the package
+    (``judged-<scheme>.json``: ``python -m pe_tutorial.experiments judge``'s
+    ``judged.json``, copied in; chapter 9 reads KERPLE's, ``kerple-log``).
+
+    FileNotFoundError naming the schemes that ship, if ``scheme`` is not one.
+    """
+    folder = resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER
+    resource_file = folder / f"judged-{scheme}.json"
+    if not resource_file.is_file():
+        shipped = sorted(
+            f.name.removeprefix("judged-").removesuffix(".json")
+            for f in folder.iterdir()
+            if f.name.startswith("judged-") and f.name.endswith(".json")
+        )
+        raise FileNotFoundError(
+            f"no judged record of {scheme!r} ships with the package; it has "
+            f"{', '.join(map(repr, shipped)) or 'none'}. A judge's own record is its "
+            "folder's judged.json (python -m pe_tutorial.experiments judge FILE)"
+        )
     return json.loads(resource_file.read_text())
 
 
