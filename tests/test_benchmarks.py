@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pe_tutorial import benchmarks
-from pe_tutorial.benchmarks import _core, attention_bias
+from pe_tutorial.benchmarks import _core, attention_bias, recorded
 from pe_tutorial.benchmarks import timing as bench
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -195,7 +195,7 @@ def test_the_quoted_run_comes_first_and_is_what_the_text_reads(
     )
     benchmarks.record(gpu, tmp_path)
     benchmarks.record(live, tmp_path)
-    monkeypatch.setattr(_core, "QUOTED_DEVICE", _core.device_slug(live.environment))
+    monkeypatch.setattr(recorded, "QUOTED_DEVICE", _core.device_slug(live.environment))
     assert benchmarks.quoted("integer_tables", tmp_path).to_dict() == json.loads(
         json.dumps(live.to_dict())
     )
@@ -208,7 +208,7 @@ def test_the_quoted_run_comes_first_and_is_what_the_text_reads(
 
 
 def test_show_invites_a_gpu_run_once_per_process(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(_core, "_invited", set())
+    monkeypatch.setattr(recorded, "_invited", set())
     live = benchmarks.run(
         "integer_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
     )
@@ -219,7 +219,7 @@ def test_show_invites_a_gpu_run_once_per_process(tmp_path, capsys, monkeypatch):
     benchmarks.show(live, directory=tmp_path)
     assert "--all --record" not in capsys.readouterr().out
     # a recorded GPU run is an answer already: no invitation beside it
-    monkeypatch.setattr(_core, "_invited", set())
+    monkeypatch.setattr(recorded, "_invited", set())
     absolute = benchmarks.run(
         "absolute_tables", "cpu", warmup=0, repeats=1, num_positions=8, dim=4
     )
