@@ -35,6 +35,7 @@ from . import (  # noqa: F401  (register the suites)
     chapters,
     copies,
     decode,
+    long_context,
     roofline,
     rope,
     step_profile,

@@ -1,8 +1,8 @@
-"""The suites behind the timing cells of chapters 1 to 8, chapter 11's switch of
-LongRoPE's lists and chapter 12's latent decoding.
+"""The suites behind the timing cells of chapters 1 to 8.
 
 Chapter 9's training step is ``train_step.py``'s; chapter 10's copies and memory
-ceiling ``copies.py``'s.
+ceiling ``copies.py``'s; chapter 11's switch of LongRoPE's lists and chapter
+12's latent decoding ``long_context.py``'s.
 
 Each builder takes a device and a dtype (and sizes, with defaults that are
 small on the CPU and larger on a GPU) and returns the ``Plan`` to time. Bytes
@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from ..attention.core import attend, dot_product_attention, flex_available
-from ..attention.latent_attention import LatentAttention
 from ..attention.schemes import ALiBiScheme, ShawScheme, T5BiasScheme
 from ..devices import sdpa_backend
 from ..encodings.absolute import (
@@ -29,21 +28,19 @@ from ..encodings.absolute import (
 from ..encodings.alibi import ALiBiBias
 from ..encodings.relative import ShawRelativePosition, T5RelativeBias
 from ..encodings.rope import (
-    RotaryEmbedding,
     apply_rope,
     apply_rope_complex,
     apply_rope_matrix,
 )
-from ..encodings.rope_scaling import LongRopeScaling
 from ._core import Plan, Suite, register
 from .timing import Case
 
 
-def _on_gpu(device: torch.device) -> bool:
+def on_gpu(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
+def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
@@ -61,7 +58,7 @@ def attention_lengths(
     the output that is ``(4 T^2 + 4 T D)`` elements moved.
     """
     if lengths is None:
-        lengths = [1024, 2048, 4096, 8192] if _on_gpu(device) else [256, 512, 1024]
+        lengths = [1024, 2048, 4096, 8192] if on_gpu(device) else [256, 512, 1024]
     cases = []
     for seq_len in lengths:
         q, k, v = torch.randn(3, 1, seq_len, head_dim, device=device, dtype=dtype)
@@ -70,7 +67,7 @@ def attention_lengths(
                 f"attention, T = {seq_len}",
                 lambda q=q, k=k, v=v: dot_product_attention(q, k, v),
                 shapes={"q, k, v": [1, seq_len, head_dim]},
-                dtype=_dtype_name(dtype),
+                dtype=dtype_name(dtype),
                 bytes_moved=(4 * seq_len**2 + 4 * seq_len * head_dim)
                 * q.element_size(),
                 allocates=True,
@@ -81,7 +78,7 @@ def attention_lengths(
 
 def _table_size(device, num_positions, dim):
     if num_positions is None:
-        num_positions = 8192 if _on_gpu(device) else 2048
+        num_positions = 8192 if on_gpu(device) else 2048
     return num_positions, dim
 
 
@@ -139,7 +136,7 @@ def binary_tables(
     each is compared with a copy of its own bytes.
     """
     if num_positions is None:
-        num_positions = 2**20 if _on_gpu(device) else 2**16
+        num_positions = 2**20 if on_gpu(device) else 2**16
     if num_bits is None:
         num_bits = max(1, (num_positions - 1).bit_length())
     check = _bits_as_bytes(num_positions, num_bits, device)
@@ -251,7 +248,7 @@ def shift_matrix(
     reads the d x d matrix.
     """
     if num_positions is None:
-        num_positions = 16384 if _on_gpu(device) else 2048
+        num_positions = 16384 if on_gpu(device) else 2048
     positions = torch.arange(num_positions, device=device)
     table = sinusoidal_at(positions, d_model)
     m_k = sinusoidal_shift_matrix(shift, d_model).to(device)
@@ -294,7 +291,7 @@ def rope_implementations(
     D x D multiply per token, which is why it is far from the copy.
     """
     if shape is None:
-        shape = (4, 16, 1024, 64) if _on_gpu(device) else (1, 8, 512, 64)
+        shape = (4, 16, 1024, 64) if on_gpu(device) else (1, 8, 512, 64)
     x = torch.randn(shape, device=device, dtype=dtype)
     positions = torch.arange(shape[-2], device=device)
     implementations = {
@@ -330,7 +327,7 @@ def attention_shape(device, shape, dtype):
     """
     if shape is not None:
         return tuple(shape)
-    if not _on_gpu(device):
+    if not on_gpu(device):
         return (1, 8, 512, 64)
     heads, seq, head_dim = 16, 4096, 64
     memory = torch.cuda.get_device_properties(device).total_memory
@@ -380,7 +377,7 @@ def _bias_attention_plan(device, dtype, shape, schemes: dict, flex_scheme) -> Pl
         for _ in range(3)
     )
     shapes = {"q, k, v": list(shape)}
-    name = _dtype_name(dtype)
+    name = dtype_name(dtype)
     reference = "causal SDPA, no bias"
     cases = [
         Case(
@@ -540,143 +537,3 @@ for _suite in (
     ),
 ):
     register(_suite)
-
-
-def latent_decode(
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    cache_tokens: int | None = None,
-) -> Plan:
-    """One decoding step of latent attention over its cache, absorbed and expanded (chapter 12).
-
-    Both read the cache of latents and shared rotated keys, ``T x (kv_rank +
-    rope_dim)`` numbers: the bytes each row is compared with. Expanded, the
-    step first makes every cached token's keys and values (what a plain cache
-    would store); absorbed, it scores the latents as they are. The suite checks
-    first that the two give the same output.
-    """
-    if cache_tokens is None:
-        cache_tokens = 16384 if _on_gpu(device) else 2048
-    sizes = dict(q_rank=192, kv_rank=128, nope_dim=32, rope_dim=16, v_dim=32)
-    torch.manual_seed(0)
-    layer = LatentAttention(256, 8, **sizes).to(device=device, dtype=dtype).eval()
-    x = torch.randn(1, cache_tokens, 256, device=device, dtype=dtype)
-    with torch.no_grad():
-        c, k_rope = layer.latents(x, torch.arange(cache_tokens, device=device))
-    new = x[:, -1:]
-
-    def step(absorbed):
-        with torch.no_grad():
-            return layer.decode(new, c, k_rope, absorbed=absorbed)
-
-    if not torch.allclose(step(True), step(False), atol=1e-4, rtol=1e-3):
-        raise AssertionError("absorbed and expanded decoding disagree")
-    nbytes = (c.numel() + k_rope.numel()) * c.element_size()
-    shapes = {"cache": [cache_tokens, layer.cache_size()]}
-    cases = [
-        Case(
-            name,
-            lambda absorbed=absorbed: step(absorbed),
-            shapes,
-            _dtype_name(dtype),
-            nbytes,
-            allocates=True,
-        )
-        for name, absorbed in (
-            ("absorbed: score the latents", True),
-            ("expanded: keys and values first", False),
-        )
-    ]
-    return Plan(cases, settings={"cache_tokens": cache_tokens, **sizes, "heads": 8})
-
-
-register(
-    Suite(
-        "latent_decode",
-        "12",
-        "MLA decoding: absorbed against expanded",
-        latent_decode,
-        why="one new token against 2048 cached ones on a CPU (16384 on a GPU), 8 heads",
-        smoke={"cache_tokens": 16},
-    )
-)
-
-
-def longrope_switch(
-    device: torch.device,
-    dtype: torch.dtype,
-    *,
-    cache_tokens: int | None = None,
-    heads: int = 8,
-    head_dim: int = 96,
-) -> Plan:
-    """What a decoder pays at LongRoPE's switch from the short list to the long one (chapter 11).
-
-    One head group of ``heads`` heads at Phi-3's head size, ``L = cache_tokens``
-    tokens cached. A step past the switch that keeps its cache rotates one new
-    query and key and attends over the L cached keys; transformers' Phi-3
-    instead drops the cache once and encodes the prefix again (``"recompute"``
-    of ``RotatedKeyCache``): every key rotated with the long list, then the
-    whole prefix attended causally, a prefill. A third row rotates the L keys
-    with the long list alone, the part of the recompute that a cache of
-    unrotated keys would still have to do. The suite checks first that the
-    new token's output is the same whether computed in the step or as the
-    last row of the prefill. Bytes: the tensors each call reads and writes.
-    """
-    if cache_tokens is None:
-        cache_tokens = 8192 if _on_gpu(device) else 2048
-    L = cache_tokens
-    lists = ([1.0] * (head_dim // 2), [4.0] * (head_dim // 2))  # short, long
-    scaling = LongRopeScaling(*lists, original_max_positions=L - 1, factor=4.0)
-    rotary = RotaryEmbedding(head_dim, max_positions=L + 1, scaling=scaling)
-    rotary = rotary.to(device)
-    torch.manual_seed(0)
-    q, k, v = torch.randn(3, 1, heads, L + 1, head_dim, device=device, dtype=dtype)
-    with torch.no_grad():
-        cached = rotary(k[..., :L, :])  # the keys a cache holds, rotated when cached
-    last = torch.tensor([L], device=device)
-
-    def step():  # one new token against the L cached keys
-        with torch.no_grad():
-            q_new = rotary(q[..., L:, :], last)
-            k_all = torch.cat([cached, rotary(k[..., L:, :], last)], dim=-2)
-            return attend(q_new, k_all, v)
-
-    def prefill():  # the cache dropped: L + 1 tokens encoded again, causally
-        with torch.no_grad():
-            return attend(rotary(q), rotary(k), v, causal=True)
-
-    def rotate_keys():  # the L keys rotated again with the long list
-        with torch.no_grad():
-            return rotary(k[..., :L, :])
-
-    if not torch.allclose(step()[..., -1, :], prefill()[..., -1, :], atol=1e-4):
-        raise AssertionError("the decoding step and the prefill's last row disagree")
-    element = q.element_size()
-    one = heads * head_dim * element  # one token's q, k or v in a head group
-    shapes = {"q, k, v": [1, heads, L + 1, head_dim]}
-    rows = (
-        ("step: 1 token against L cached", step, (3 + 2 * L + 1) * one),
-        ("recompute: prefill of L + 1 tokens", prefill, 8 * (L + 1) * one),
-        ("recompute: the L keys rotated only", rotate_keys, 2 * L * one),
-    )
-    cases = [
-        Case(name, fn, shapes, _dtype_name(dtype), nbytes, allocates=True)
-        for name, fn, nbytes in rows
-    ]
-    return Plan(
-        cases, settings={"cache_tokens": L, "heads": heads, "head_dim": head_dim}
-    )
-
-
-register(
-    Suite(
-        "longrope_switch",
-        "11",
-        "LongRoPE's switch: a step against a recompute",
-        longrope_switch,
-        why="Phi-3's head size, 8 heads, 2048 cached tokens on a CPU (8192 on a GPU)",
-        smoke={"cache_tokens": 16},
-    )
-)

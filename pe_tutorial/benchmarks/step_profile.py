@@ -76,7 +76,7 @@ from .step_profile_results import (
     PHASES,
     SchemeProfile,
     StepProfile,
-    _merge_settings,
+    merge_profile_settings,
     merge_profiles,
 )
 from .train_step import QUICK_MODEL, quick_model, train_step, train_step_sizes
@@ -480,7 +480,7 @@ def report(result) -> list[str]:
     """Profile the run's steps and return the tables (``Suite.report``).
 
     A run merged from several processes already holds their merged profile
-    (``_merge_settings``): it is printed, not measured again in the merging
+    (``merge_profile_settings``): it is printed, not measured again in the merging
     process."""
     settings = result.settings
     if result.environment.get("processes", 1) > 1 and "profile" in settings:
@@ -532,6 +532,6 @@ register(
             "profile_warmup": 1,
         },
         warmup=2,
-        merge_settings=_merge_settings,
+        merge_settings=merge_profile_settings,
     )
 )

@@ -245,7 +245,7 @@ def merge_profiles(profiles: list[StepProfile]) -> StepProfile:
     return StepProfile(first.device, dict(first.settings), merged, first.reference)
 
 
-def _merge_settings(settings: list[dict]) -> dict:
+def merge_profile_settings(settings: list[dict]) -> dict:
     """``Suite.merge_settings``: the processes' profiles merged (``merge_profiles``)."""
     merged = dict(settings[0])
     profiles = [s["profile"] for s in settings if "profile" in s]
