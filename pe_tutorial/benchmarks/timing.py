@@ -16,7 +16,7 @@ one run are stable where absolute times are not. A row whose interquartile
 range, or the range of its recording processes' medians, is wider than
 ``NOISY_SPREAD`` of its median is marked as noisy, and ``ratio_text`` refuses
 to word a ratio from it: a page may say such a row is noisy, never what it
-shows (``NoisyRow``). A
+shows (``NoisyRow``; the rule on quoting is ``quoting.py``, re-exported here). A
 case may also carry ``peak_bytes``, the most memory one call held above what
 was allocated before it (``memory.peak_memory``), shown as a column of MiB.
 
@@ -61,7 +61,8 @@ from ..devices import (
     synchronize,
 )
 from ..memory import peak_memory, tensors_written
-from .tables import NOISY_SPREAD, TABLE_WIDTH, format_ms, format_table
+from .quoting import NoisyRow, check_quotable, noise_text, ratio_text, within_noise
+from .tables import NOISY_SPREAD, TABLE_WIDTH, format_table
 
 __all__ = [
     "NOISY_SPREAD",
@@ -531,72 +532,6 @@ def attach_copies(timings: list[Timing]) -> None:
         key = (timing.bytes_moved, timing.allocates)
         if key in copy_median:
             timing.copy_ms = copy_median[key]
-
-
-def within_noise(a: Timing, b: Timing) -> bool:
-    """Whether the interquartile ranges of ``a`` and ``b`` overlap.
-
-    Then half the calls of each fall inside the range of the other's middle
-    half, and the run cannot say which is faster: a page says "within noise"
-    and draws no ranking from them (chapter 10). Only rows sampled alike
-    (the same ``calls_per_sample``) can be weighed; others are a ``ValueError``.
-    """
-    if a.calls_per_sample != b.calls_per_sample:
-        raise ValueError(
-            f"{a.name!r} was sampled as the mean of {a.calls_per_sample} calls in a "
-            f"row and {b.name!r} of {b.calls_per_sample}: calls in a row keep their "
-            "data in cache, so the two cannot be weighed against each other; measure "
-            "them in one table (bench.measure samples every row alike)"
-        )
-    (a1, a3), (b1, b3) = a.quartiles_ms, b.quartiles_ms
-    return a1 <= b3 and b1 <= a3
-
-
-class NoisyRow(ValueError):
-    """A ratio or an ordering asked of a row the table marks noisy."""
-
-
-def noise_text(t: Timing) -> str:
-    """What makes ``t`` noisy, for a sentence: ``'its calls' interquartile range
-    is 39% of its median; its 3 processes' medians 7.25-11.6 ms'``."""
-    parts = [f"its calls' interquartile range is {t.spread:.0%} of its median"]
-    medians = t.process_medians_ms
-    if medians and len(medians) > 1:
-        parts.append(
-            f"its {len(medians)} processes' medians "
-            f"{format_ms(min(medians))}-{format_ms(max(medians))} ms"
-        )
-    return "; ".join(parts)
-
-
-def check_quotable(*timings: Timing) -> None:
-    """Raise ``NoisyRow`` if any of ``timings`` is marked noisy (``Timing.noisy``).
-
-    Every ratio a page words goes through here (``ratio_text``), so no chapter
-    can quote a ratio or an ordering from a row its own table stars.
-    """
-    noisy = [t for t in timings if t.noisy]
-    if noisy:
-        rows = "; ".join(f"{t.name!r} ({noise_text(t)})" for t in noisy)
-        raise NoisyRow(
-            f"no ratio can be quoted from a row marked noisy: {rows}. Record the "
-            "suite again on a quiet machine (python -m pe_tutorial.benchmarks SUITE "
-            "--device cpu --record), or say that the row is noisy "
-            "(benchmarks.noise_text) instead of what it shows"
-        )
-
-
-def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
-    """``a``'s median over ``b``'s for a sentence: ``'1.42 times'``, or
-    ``'1.08 times (within noise)'`` when their interquartile ranges overlap.
-
-    A page glues this instead of the bare ratio, so a sentence never ranks
-    two rows that the run cannot tell apart (chapter 10); a row marked noisy
-    is refused (``NoisyRow``), since its median is not a finding.
-    """
-    check_quotable(a, b)
-    text = f"{a.ratio_to(b):.{digits}f} times"
-    return text + " (within noise)" if within_noise(a, b) else text
 
 
 def time_function(
