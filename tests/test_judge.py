@@ -20,6 +20,7 @@ from pe_tutorial.experiments.config import (
     preset_to_dict,
     read_experiment,
 )
+from pe_tutorial.experiments.run_files import plain_entries
 from pe_tutorial.experiments.toml_text import toml_text
 from pe_tutorial.lm.model import ModelConfig
 from pe_tutorial.lm.registry import registered, scheme_names, unregister_scheme
@@ -282,6 +283,16 @@ def test_a_reused_baseline_is_the_books_plain_entry(judged, kerple):
         judged_record["settings"]["judge"]["reused_from"]["heldout"]["date"]
         == (book["metadata"]["date"])
     )
+    # sinusoidal trained at its own tuned rate (1e-2): the judged record carries
+    # that rate, so a reader takes its entry for the plain scheme, not a variant
+    reused = {"heldout": {"sinusoidal": "heldout"}, "tasks": {}}
+    judged_record = judging.assemble(
+        kerple, records, reused, {}, [], {"learning_rate": 3e-3}, KERPLE, "judge", {}
+    )
+    rate = book["settings"]["tuned"]["sinusoidal"]
+    assert judged_record["settings"]["tuned"]["sinusoidal"] == rate
+    text = plain_entries(judged_record, "stdlib")  # the book's corpus
+    assert text["sinusoidal"]["learning_rate"] == rate["learning_rate"] != 3e-3
 
 
 @pytest.mark.parametrize(

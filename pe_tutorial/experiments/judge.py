@@ -283,6 +283,15 @@ def assemble(
                 plain = plain and entry.get("absolute", "input") == "input"
                 if entry["scheme"] in baselines and plain:
                     judged[section].append(entry)
+    # a reused baseline trained at the rates its record's [tuned] table gives:
+    # the judged record says so too, or a reader would take the one at a tuned
+    # rate of its own (sinusoidal's 1e-2) for a variant and leave it out
+    tuned = judged["settings"].setdefault("tuned", {})
+    for stage, baselines in reused.items():
+        rates = book.get(stage, {}).get("settings", {}).get("tuned", {})
+        for name in baselines:
+            if name in rates:
+                tuned.setdefault(name, rates[name])
     judged["settings"]["judge"] = {
         "scheme": scheme,
         "scheme_file": scheme_files.label(source),

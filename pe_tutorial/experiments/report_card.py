@@ -36,8 +36,8 @@ def _provenance(results: dict) -> list[str]:
         )
     lines += [
         f"- **Recorded** {meta.get('date', '?')} on {meta.get('device', '?')} "
-        f"({meta.get('device_name', '?')}), {meta.get('threads', '?')} threads a "
-        f"process, {meta.get('jobs', '1')} at once; torch {meta.get('torch', '?')}, "
+        f"({meta.get('device_name', '?')}), {_count(meta.get('threads', '?'), 'thread')}"
+        f" a process, {meta.get('jobs', '1')} at once; torch {meta.get('torch', '?')}, "
         f"Python {meta.get('python', '?')}",
         f"- **Code**: pe_tutorial code version `{meta.get('code_version', '?')}`",
     ]
@@ -51,6 +51,8 @@ def _provenance(results: dict) -> list[str]:
     lines += [
         f"- **Command**: `{meta.get('command', '?')}`",
     ]
+    if judge and judge.get("note"):
+        lines.append(f"- **Note**: {judge['note']}")
     return lines
 
 
@@ -102,7 +104,8 @@ def _protocol(results: dict) -> list[str]:
             lines.append(
                 f"- On {what}, reused from the record the package ships "
                 f"(`{'heldout' if stage == 'heldout' else 'tuned'}` preset, recorded "
-                f"{where.get('date', '?')} on {where.get('device', '?')}, code "
+                f"{where.get('date', '?')} on {where.get('device', '?')} "
+                f"({where.get('device_name', '?')}), code "
                 f"`{where.get('code_version', '?')}`): "
                 + ", ".join(f"`{s}`" for s in reused)
             )
