@@ -493,3 +493,44 @@ def test_the_readmes_mistakes_get_the_lines_it_quotes(mistake, tmp_path):
             unregister_scheme(name)
         scheme_files._LOADED.pop(str(path), None)
     assert str(caught.value).replace(f"{tmp_path}/", "") == quoted
+
+
+def test_the_readme_says_what_the_shipped_judge_of_kerple_found():
+    """The README's paragraph on the worked example, held to the record it quotes
+    (``judged-kerple-log.json``) and to the card in ``examples/``."""
+    from pe_tutorial.experiments import judged_claims, load_judged
+    from pe_tutorial.lm.verdicts import verdict_family
+
+    readme = " ".join(
+        (Path(__file__).resolve().parents[1] / "README.md").read_text().split()
+    )
+    judged = load_judged("kerple-log")
+    judge = judged["settings"]["judge"]
+    assert judge["best"] == {"learning_rate": 3e-3, "position_lr_multiplier": 10.0}
+    assert "a rate of 3e-3 with its parameters at 10 times it" in readme
+    minutes = sum(judge["stage_seconds"].values()) / 60
+    assert f"{minutes:.0f} minutes of training and scoring summed" in readme
+    assert sorted(judge["reused"]["heldout"]) == sorted(judging.BOOK_SCHEMES)
+    top = max(judged["settings"]["lengths"])
+    families = {
+        name: verdict_family(name, [v for *_, v in c])
+        for name, c in judged_claims(judged)
+    }
+    claims = dict(judged_claims(judged))
+    ahead, behind = [], []
+    for name, verdicts in families.items():
+        for (against, length, _), v in zip(claims[name], verdicts):
+            if name.endswith("bits per byte") and length == top and v.real:
+                (ahead if v.difference < 0 else behind).append(against)
+            if not name.endswith("bits per byte"):
+                assert not v.real  # "no passkey or look-back difference is shown"
+    assert ahead == ["nope", "sinusoidal", "rope", "alibi"]
+    assert behind == ["t5", "shaw", "cope", "deberta"]
+    assert (
+        "ahead of NoPE, the sinusoidal table, RoPE and ALiBi and behind T5, Shaw, CoPE "
+        "and DeBERTa" in readme
+    )
+    card = (
+        Path(__file__).resolve().parents[1] / "examples" / "kerple-card" / "report.md"
+    )
+    assert judge["scheme_file_digest"] in card.read_text()
