@@ -7,9 +7,9 @@ needs no Python kernel. How a chart is shown (in the book and in notebooks),
 sized to the text column, and how its expressions are read in Python
 (``evaluate``) is ``vega.py``'s; this module holds the six figures. That is
 its one job, and why it is one of the longer rooms: each figure, with its
-expressions, is 75 to 130 lines built the same way (data from the package, expressions
-the tests evaluate, the same layout), and splitting them by chapter would
-give six small files that all import the same helpers.
+expressions, is 75 to 130 lines built the same way (data from the package,
+expressions the tests evaluate, the same layout), and splitting them by
+chapter would give six small files that all import the same helpers.
 
 Each expression is kept to the part of Vega's expression language that reads
 the same in Python, so the tests run the very string the browser runs and
