@@ -934,6 +934,12 @@ def test_each_recorded_device_draws_its_own_roof(tmp_path):
     assert gpu_roof["rope"]["flop_per_s"] == pytest.approx(
         10 * cpu_roof["rope"]["flop_per_s"]
     )
+    # a device whose own RoPE rows are all noisy draws its roof without a point
+    noisy = benchmarks.load_recorded_runs("rope", tmp_path)[0]
+    for t in noisy.timings:
+        t.times_ms = [1.0, 1.0, 5.0, 9.0]
+    benchmarks.record(noisy, tmp_path)
+    assert recorded_roofs(tmp_path)[1]["rope"] is None
     # q, k of (1, 1, 2, 4) in float32: 4 * 8 elements * 4 bytes + 2 * 2 * 2 * 4
     assert rope_bytes_and_flops((1, 1, 2, 4), 4) == (4 * 8 * 4 + 2 * 2 * 2 * 4, 48)
 

@@ -99,6 +99,15 @@ def ceilings(result, memory_gb_s: float | None = None) -> dict[str, float]:
     }
 
 
+def _steady_rope_point(run) -> dict | None:
+    if run is None:
+        return None
+    try:
+        return rope_point(run)
+    except ValueError:  # every own row noisy: its median says nothing
+        return None
+
+
 def recorded_roofs(directory=None) -> list[dict]:
     """The roof of every device with a recorded ``roofline`` run, the quoted CPU first.
 
@@ -109,7 +118,8 @@ def recorded_roofs(directory=None) -> list[dict]:
     of the product, ``quoted`` (the machine the prose quotes) and ``memory``: how
     the memory ceiling was found (a device whose copies never left its caches
     falls back on the copy of the product's own bytes, and says so); ``rope``:
-    ``rope_point`` of the device's recorded ``rope`` run, None without one.
+    ``rope_point`` of the device's recorded ``rope`` run, None without one or
+    where every one of its own rows is marked noisy (no point to draw).
     """
     copies = {
         device_slug(run.environment): run
@@ -137,7 +147,7 @@ def recorded_roofs(directory=None) -> list[dict]:
                 "dtype": run.settings.get("dtype", "float32"),
                 "quoted": slug == QUOTED_DEVICE,
                 "memory": how,
-                "rope": rope_point(ropes[slug]) if slug in ropes else None,
+                "rope": _steady_rope_point(ropes.get(slug)),
             }
         )
     return sorted(roofs, key=lambda roof: not roof["quoted"])
