@@ -6,10 +6,13 @@ Each head h adds to the score of query i and key j
     b_h(i, j) = -r1_h * log(1 + r2_h * |i - j|),    r1_h, r2_h > 0,
 
 KERPLE's "log" kernel (a conditionally positive definite kernel, so the
-paper's argument for it as a bias holds). Both parameters are learned per
-head; as in the authors' code, r1 starts uniform in (0, 2) and r2 uniform in
-(0, 1), and each is held at 0.01 or more in the forward pass. Near keys are
-penalised about as ALiBi's slopes do; far keys only logarithmically more.
+paper's argument for it as a bias holds). As in the authors' code (built on
+GPT-NeoX), one pair (r1, r2) per head is learned and shared by every layer,
+r1 starts uniform in (0, 2) and r2 uniform in (0, 1), and before each use both
+are projected back to 0.01 or more (the parameters themselves are clamped, so
+a parameter at the floor still gets its gradient and can move up again). Near
+keys get a nearly linear penalty, about r1 * r2 * |i - j|, as ALiBi with a
+learned slope; far keys only logarithmically more.
 
 Judge it as chapter 9 judges the book's schemes:
 
@@ -21,25 +24,39 @@ from torch import nn
 
 import pe_tutorial as pe
 
-SMALLEST = 0.01  # each parameter's floor in the forward pass
+SMALLEST = 0.01  # each parameter's floor, restored before every use
 
 
-class KerpleLog(pe.PositionScheme):
-    """One layer's bias: ``-r1 * log(1 + r2 * |i - j|)``, one (r1, r2) per head."""
+class KerpleLogBias(nn.Module):
+    """The model's one pair (r1, r2) per head, shared by every layer (as T5's table is)."""
 
     def __init__(self, num_heads: int):
         super().__init__()
         self.r1 = nn.Parameter(2 * torch.rand(num_heads))
         self.r2 = nn.Parameter(torch.rand(num_heads))
 
-    def bias(self, q: torch.Tensor, k: torch.Tensor, *, causal: bool) -> torch.Tensor:
-        queries, keys = q.shape[-2], k.shape[-2]
-        i = torch.arange(keys - queries, keys, device=q.device)  # the queries' places
-        j = torch.arange(keys, device=q.device)
-        distance = (i[:, None] - j[None, :]).abs().to(q.dtype)
-        r1 = self.r1.clamp(min=SMALLEST).to(q.dtype)[:, None, None]
-        r2 = self.r2.clamp(min=SMALLEST).to(q.dtype)[:, None, None]
+    def forward(self, queries: int, keys: int, device, dtype) -> torch.Tensor:
+        """``-r1 * log(1 + r2 * |i - j|)`` for the last ``queries`` of ``keys``."""
+        with torch.no_grad():  # the authors' projection onto r >= SMALLEST
+            self.r1.clamp_(min=SMALLEST)
+            self.r2.clamp_(min=SMALLEST)
+        i = torch.arange(keys - queries, keys, device=device)  # the queries' places
+        j = torch.arange(keys, device=device)
+        distance = (i[:, None] - j[None, :]).abs().to(dtype)
+        r1 = self.r1.to(dtype)[:, None, None]
+        r2 = self.r2.to(dtype)[:, None, None]
         return -r1 * torch.log1p(r2 * distance)  # (heads, queries, keys)
+
+
+class KerpleLog(pe.PositionScheme):
+    """One layer's view of the shared bias."""
+
+    def __init__(self, shared: KerpleLogBias):
+        super().__init__()
+        self.shared = shared
+
+    def bias(self, q: torch.Tensor, k: torch.Tensor, *, causal: bool) -> torch.Tensor:
+        return self.shared(q.shape[-2], k.shape[-2], q.device, q.dtype)
 
 
 pe.register_scheme(
@@ -47,7 +64,9 @@ pe.register_scheme(
         "kerple-log",
         "scores",
         9,
-        "KERPLE's learned logarithmic bias, -r1 log(1 + r2 |i - j|) per head",
-        layer=lambda config, shared: KerpleLog(config.num_heads),
+        "KERPLE's learned logarithmic bias, -r1 log(1 + r2 |i - j|) per head, "
+        "shared by the layers",
+        shared=lambda config: KerpleLogBias(config.num_heads),
+        layer=lambda config, shared: KerpleLog(shared),
     )
 )

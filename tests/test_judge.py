@@ -22,7 +22,7 @@ from pe_tutorial.experiments.config import (
 )
 from pe_tutorial.experiments.run_files import plain_entries
 from pe_tutorial.experiments.toml_text import toml_text
-from pe_tutorial.lm.model import ModelConfig
+from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 from pe_tutorial.lm.registry import registered, scheme_names, unregister_scheme
 
 KERPLE = str(Path(__file__).resolve().parents[1] / "examples" / "kerple.py")
@@ -110,18 +110,27 @@ def _same_judge(folder: Path, expected: Path) -> None:
 
 
 def test_the_example_is_kerples_log_bias_written_out(kerple):
-    """-r1 log(1 + r2 |i - j|) per head, each parameter at 0.01 or more, for
-    queries that are the last of the keys; checked against a loop."""
+    """-r1 log(1 + r2 |i - j|) per head, each parameter projected to 0.01 or more
+    (the parameter itself, as the authors' code does), for queries that are the
+    last of the keys; checked against a loop. One pair per head, shared by every
+    layer of a model, as in the authors' code."""
     torch.manual_seed(0)
-    layer = registered(kerple).layer(_config(3), None)
+    scheme = registered(kerple)
+    config = _config(3)
+    shared = scheme.shared(config)
+    layer = scheme.layer(config, shared)
     with torch.no_grad():
-        layer.r1[0] = -0.5  # held at the floor in the forward pass
+        shared.r1[0] = -0.5  # projected back to the floor before use
+    r1s = [max(float(r), 0.01) for r in shared.r1.detach()]
+    r2s = [max(float(r), 0.01) for r in shared.r2.detach()]
     q, k = torch.zeros(1, 3, 4, 8), torch.zeros(1, 3, 7, 8)
     bias = layer.bias(q, k, causal=True)
     assert bias.shape == (3, 4, 7)
+    assert float(shared.r1.detach()[0]) == pytest.approx(0.01)  # the parameter moved
+    bias.sum().backward()
+    assert shared.r1.grad[0] != 0  # at the floor, it still learns
     for h in range(3):
-        r1 = max(float(layer.r1[h].detach()), 0.01)
-        r2 = max(float(layer.r2[h].detach()), 0.01)
+        r1, r2 = r1s[h], r2s[h]
         for a in range(4):
             i = 3 + a  # the queries are keys 3..6
             for j in range(7):
@@ -131,6 +140,8 @@ def test_the_example_is_kerples_log_bias_written_out(kerple):
                 )
     assert judging.has_position_parameters(kerple)
     assert not judging.has_position_parameters("alibi")
+    model = ByteTransformer(ModelConfig(scheme=kerple, d_model=24, num_heads=3))
+    assert [p.numel() for p in model.position_parameters()] == [3, 3]  # not per layer
 
 
 def _config(num_heads: int) -> ModelConfig:
