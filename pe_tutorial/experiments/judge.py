@@ -260,6 +260,8 @@ def assemble(
     judged = json.loads(json.dumps(records["heldout"]))
     judged["preset"] = f"judge-{scheme}"
     judged["metadata"]["command"] = command
+    # the whole judge's training and scoring, as a record's header reports it
+    judged["metadata"]["wall_seconds"] = sum(seconds.values())
     tasks = records["tasks"]
     for section in ("lookback", "passkey"):
         judged[section] = list(tasks.get(section, []))

@@ -204,7 +204,11 @@ def _verdicts(results: dict) -> list[str]:
         "trained on the same batches), with its 95% interval; on text the interval "
         "also resamples the scored files. Lower bits per byte is better; higher "
         "accuracy is better. 'a real difference' means the Holm-adjusted p of its "
-        "family is below 0.05.",
+        "family is below 0.05. On text p is the larger of the paired t-test's and "
+        "the bootstrap's, and a bootstrap's p is at least one over its number of "
+        "draws (10,000), so several claims can share the smallest adjusted p. With "
+        "three seeds a paired interval can reach past the +-1 an accuracy "
+        "difference can take: it says how little three seeds settle.",
     ]
     for name, claims in judged_claims(results):
         lines += _family_table(name, claims)
