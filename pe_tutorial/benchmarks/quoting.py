@@ -10,9 +10,35 @@ noisy, which is all a page may say of it. Rows are ``timing.Timing`` objects
 
 from __future__ import annotations
 
+import statistics
+
 from .tables import Timing, format_ms
 
-__all__ = ["within_noise", "NoisyRow", "noise_text", "check_quotable", "ratio_text"]
+__all__ = [
+    "quartiles",
+    "quartiles_overlap",
+    "within_noise",
+    "NoisyRow",
+    "noise_text",
+    "check_quotable",
+    "ratio_text",
+]
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """25th and 75th percentiles of ``values`` (the single value twice for one)."""
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def quartiles_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two interquartile ranges overlap: then neither side can be said to
+    be the larger (timed rows: ``within_noise``; profiled steps:
+    ``StepProfile.apart``)."""
+    (a1, a3), (b1, b3) = a, b
+    return a1 <= b3 and b1 <= a3
 
 
 def within_noise(a: Timing, b: Timing) -> bool:
@@ -30,8 +56,7 @@ def within_noise(a: Timing, b: Timing) -> bool:
             "data in cache, so the two cannot be weighed against each other; measure "
             "them in one table (bench.measure samples every row alike)"
         )
-    (a1, a3), (b1, b3) = a.quartiles_ms, b.quartiles_ms
-    return a1 <= b3 and b1 <= a3
+    return quartiles_overlap(a.quartiles_ms, b.quartiles_ms)
 
 
 class NoisyRow(ValueError):

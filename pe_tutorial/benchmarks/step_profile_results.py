@@ -10,10 +10,11 @@ from several processes' recordings).
 
 from __future__ import annotations
 
-import json
-import statistics
+import dataclasses
 import textwrap
 from dataclasses import dataclass, field
+
+from .quoting import quartiles, quartiles_overlap
 
 # the groups of a step, in the order the tables list them
 GROUPS: tuple[str, ...] = (
@@ -60,11 +61,7 @@ class SchemeProfile:
     @property
     def step_quartiles_ms(self) -> tuple[float, float]:
         """25th and 75th percentiles of the profiled steps' totals."""
-        steps = self.step_ms_all or [self.step_ms]
-        if len(steps) < 2:
-            return steps[0], steps[0]
-        q1, _, q3 = statistics.quantiles(steps, n=4, method="inclusive")
-        return q1, q3
+        return quartiles(self.step_ms_all or [self.step_ms])
 
     def group_ms(self, group: str) -> float:
         if group not in GROUPS:
@@ -118,9 +115,10 @@ class StepProfile:
         says one scheme's profiled step took longer than another's rests on it
         (chapter 10)."""
         reference = reference or self.reference
-        (a1, a3) = self.scheme(scheme).step_quartiles_ms
-        (b1, b3) = self.scheme(reference).step_quartiles_ms
-        return a3 < b1 or b3 < a1
+        return not quartiles_overlap(
+            self.scheme(scheme).step_quartiles_ms,
+            self.scheme(reference).step_quartiles_ms,
+        )
 
     def difference(self, scheme: str, reference: str | None = None) -> dict[str, float]:
         """Milliseconds per step of ``scheme`` minus ``reference``'s, per group."""
@@ -237,11 +235,14 @@ def merge_profiles(profiles: list[StepProfile]) -> StepProfile:
     for name in names:
         each = [other.scheme(name) for other in profiles]
         middle = sorted(each, key=lambda p: p.step_ms)[(len(each) - 1) // 2]
-        middle = SchemeProfile.from_dict(json.loads(json.dumps(middle.to_dict())))
-        middle.steps = sum(p.steps for p in each)
-        middle.step_ms_all = [ms for p in each for ms in (p.step_ms_all or [p.step_ms])]
-        middle.process_step_ms = [p.step_ms for p in each]
-        merged.append(middle)
+        merged.append(
+            dataclasses.replace(  # a new profile; the processes' stay as they were
+                middle,
+                steps=sum(p.steps for p in each),
+                step_ms_all=[ms for p in each for ms in (p.step_ms_all or [p.step_ms])],
+                process_step_ms=[p.step_ms for p in each],
+            )
+        )
     return StepProfile(first.device, dict(first.settings), merged, first.reference)
 
 

@@ -61,7 +61,14 @@ from ..devices import (
     synchronize,
 )
 from ..memory import peak_memory, tensors_written
-from .quoting import NoisyRow, check_quotable, noise_text, ratio_text, within_noise
+from .quoting import (
+    NoisyRow,
+    check_quotable,
+    noise_text,
+    quartiles,
+    ratio_text,
+    within_noise,
+)
 from .tables import NOISY_SPREAD, TABLE_WIDTH, format_table
 
 __all__ = [
@@ -165,10 +172,7 @@ class Timing:
     @property
     def quartiles_ms(self) -> tuple[float, float]:
         """25th and 75th percentiles (equal to the single time when there is one)."""
-        if len(self.times_ms) < 2:
-            return self.times_ms[0], self.times_ms[0]
-        q1, _, q3 = statistics.quantiles(self.times_ms, n=4, method="inclusive")
-        return q1, q3
+        return quartiles(self.times_ms)
 
     @property
     def spread(self) -> float:

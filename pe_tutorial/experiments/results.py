@@ -49,19 +49,21 @@ def entry(fields: dict, runs: list[dict], key: str = "bpb") -> dict:
     return {**fields, "runs": runs, "summary": _summarise_runs(runs, key)}
 
 
+def _results_folder():
+    """The installed package's ``results`` folder (a ``resources`` traversable)."""
+    return resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER
+
+
 def results_path(preset: str) -> Path:
     """Where ``--record`` writes a preset's results: inside the installed package."""
     check_preset(preset)
-    folder = resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER
-    return Path(str(folder)) / f"experiments-{preset}.json"
+    return Path(str(_results_folder())) / f"experiments-{preset}.json"
 
 
 def load_results(preset: str) -> dict | None:
     """The recorded results of a preset, or None if none were recorded."""
     check_preset(preset)
-    resource_file = (
-        resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER / f"experiments-{preset}.json"
-    )
+    resource_file = _results_folder() / f"experiments-{preset}.json"
     if not resource_file.is_file():
         return None
     return json.loads(resource_file.read_text())
@@ -74,7 +76,7 @@ def load_judged(scheme: str) -> dict:
 
     FileNotFoundError naming the schemes that ship, if ``scheme`` is not one.
     """
-    folder = resources.files(RESULTS_PACKAGE) / RESULTS_FOLDER
+    folder = _results_folder()
     resource_file = folder / f"judged-{scheme}.json"
     if not resource_file.is_file():
         shipped = sorted(

@@ -77,14 +77,11 @@ class RunData:
     ``_corpus_fingerprints`` are its caches, which the runner creates.
     """
 
+    preset: Preset  # the runner's property: a unit's view while one runs
     _preset: Preset
     _data: dict[str, tuple[CorpusData, frozenset[str]]]
     _corpus_fingerprints: dict[str, dict]
     name: str
-
-    @property
-    def preset(self) -> Preset:  # the runner's: a unit's view while one runs
-        raise NotImplementedError
 
     @property
     def corpus(self) -> ByteCorpus:
