@@ -30,6 +30,11 @@ PACKAGE_HASH := $(shell find pe_tutorial -type f ! -name '*.pyc' -print0 | LC_AL
 CACHE_KEY := $(CACHE)/pe_tutorial-$(PACKAGE_HASH)
 
 BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
+# The chapters the build executes (_toc.yml lists them all).
+NOTEBOOKS := $(sort $(wildcard book/[0-9]*.ipynb))
+# The pages' book: built by this make, or (AFTER_BOOK=1, `make test`'s second make) already
+# built by the make that called it.
+BOOK_BUILT := $(if $(AFTER_BOOK),,book)
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
@@ -69,7 +74,11 @@ $(CACHE_KEY):
 # Strict: warnings are errors, and --all re-reads every page so a failing notebook cannot hide
 # behind a previous build (unchanged notebooks still come from the execution cache). When a
 # notebook fails, its traceback (saved by the build under _build/html/reports) is printed.
+# The notebooks are executed first, $(JOBS) at a time with a thread each, into the cache the
+# build reads (tools/execute_notebooks.py; MyST-NB alone runs them one after another); the
+# build then renders them from the cache, and executes again any that failed there.
 book: install $(CACHE_KEY)
+	$(BIN)/python tools/execute_notebooks.py --cache $(CACHE) --jobs $(JOBS) $(NOTEBOOKS)
 	@$(BUILD) || { status=$$?; \
 		for log in $$(find $(REPORTS) -name '*.err.log' 2>/dev/null); do \
 			echo "==== $$log"; cat "$$log"; done; \
@@ -80,7 +89,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 test-unit: install
-	$(BIN)/python -m pytest tests -n $(JOBS) -q
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist worksteal -q
 
 # The book build executed every notebook (or took it from the cache) into _build/jupyter_execute.
 # nbval runs those again and compares the cells tagged nbval-check-output with the build's
@@ -97,20 +106,20 @@ test-outputs: book
 
 # The Colab edition (tools/colab_edition.py) of the built chapters, with the values the build
 # glued (strict: each one must be there), plus the student notebooks when `make assignments` ran.
-colab: book
+colab: $(BOOK_BUILT)
 	$(BIN)/python tools/colab_edition.py --strict
 
 # Every built page in headless Chromium: math rendered, images and links resolve, no console
 # errors (tools/check_pages.py). A missing browser is installed first (Debian's chromium,
 # through apt-get, as root or with password-less sudo); where it cannot be, one line names the
 # command, and the check skips, except under CI=true, where it fails.
-check-pages: book
+check-pages: $(BOOK_BUILT)
 	$(BIN)/python tools/check_pages.py --install
 
 # The interactive figures of the executed chapters as Colab, JupyterLab and the classic
 # Notebook show them, with the CDN they load Vega from played by a local server
 # (tools/check_notebook_figures.py; the browser as for check-pages).
-check-figures: book
+check-figures: $(BOOK_BUILT)
 	$(BIN)/python tools/check_notebook_figures.py --install
 
 # The wheel and sdist, and chapter 4's Colab edition run from them as in a fresh Colab
@@ -127,7 +136,19 @@ test-autograders: install
 	$(BIN)/python tools/assignments.py build --fast --keep-package --out _build/autograders
 	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders
 
-test: lint test-unit test-outputs colab check-pages check-figures test-wheel test-autograders
+# The checks after nbval need no more than a core each (a browser, pip, one grading at a
+# time), so they run side by side, $(JOBS) at a time, on the book built above
+# (AFTER_BOOK=1: not built again), each one's output printed together (-O).
+TAIL := test-autograders colab check-pages check-figures test-wheel
+test: lint test-unit test-outputs
+	$(MAKE) --no-print-directory -O -j$(JOBS) AFTER_BOOK=1 $(TAIL)
+
+# In that second make the browser checks wait for the page check, which installs the browser
+# where it is missing (two installs at once would fight over apt's lock).
+ifdef AFTER_BOOK
+check-figures test-wheel: | check-pages
+endif
+
 
 # Not part of `make test` (CI runs it nightly, .github/workflows/nightly.yml): every chapter of
 # the Colab edition, every student notebook and every solutions notebook, each run as in a

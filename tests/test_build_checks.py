@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import check_executed  # noqa: E402
 import check_notebook_figures  # noqa: E402
 import check_pages  # noqa: E402
+import execute_notebooks  # noqa: E402
 from test_project import dry_run, needs_make, run_nbval  # noqa: E402
 
 TAG = "nbval-check-output"
@@ -373,3 +374,112 @@ def test_joining_a_cells_streams_for_the_page_leaves_the_written_outputs_as_sent
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["sphinx"]["local_extensions"].get("stream_copies") == "_ext"
+
+
+# --- the notebooks executed side by side before the build (tools/execute_notebooks.py) ---
+
+
+@needs_make
+def test_the_book_executes_every_chapter_of_the_toc_side_by_side_before_building():
+    """Every notebook the toc lists is executed by the pre-execution step, before the
+    strict build, with the cache and the job count the build reads."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    listed = {
+        chapter["file"] + ".ipynb"
+        for part in toc["parts"]
+        for chapter in part["chapters"]
+        if (ROOT / (chapter["file"] + ".ipynb")).is_file()
+    }
+    lines = dry_run("book").splitlines()
+    step = next(i for i, line in enumerate(lines) if "execute_notebooks.py" in line)
+    build = next(i for i, line in enumerate(lines) if "jupyter-book build" in line)
+    assert step < build
+    assert set(lines[step].split()) >= listed | {"--cache", "_build/.jupyter_cache"}
+    assert {p for p in lines[step].split() if p.endswith(".ipynb")} == listed
+
+
+def test_the_pre_execution_waits_as_long_as_the_build_would():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert execute_notebooks.DEFAULT_TIMEOUT == config["execute"]["timeout"]
+
+
+def test_an_executed_notebook_is_what_the_build_takes_from_the_cache(tmp_path, capsys):
+    """A notebook executed here is matched by the cache as MyST-NB matches the notebook
+    it reads (so the build executes nothing), with its outputs; a failing notebook is
+    named and left out of the cache (the build runs it again and reports it); a second
+    call executes only what is missing."""
+    from jupyter_cache import get_cache
+
+    good = write(
+        tmp_path / "book",
+        "good.ipynb",
+        notebook_with(
+            nbformat.v4.new_code_cell("import os\nn = os.environ['OMP_NUM_THREADS']"),
+            nbformat.v4.new_code_cell("print('threads', n, 'in', os.getcwd())"),
+        ),
+    )
+    bad = write(
+        tmp_path / "book",
+        "bad.ipynb",
+        notebook_with(nbformat.v4.new_code_cell("raise ValueError('seeded')")),
+    )
+    cache_path = tmp_path / "cache"
+    failed = execute_notebooks.execute_into_cache([good, bad], cache_path, 2, 60)
+    assert failed == [str(bad.resolve())]
+    out = capsys.readouterr()
+    assert "bad.ipynb: failed" in out.out and "seeded" in out.err
+    cache = get_cache(str(cache_path))
+    record = cache.match_cache_notebook(nbformat.read(good, as_version=4))
+    with pytest.raises(KeyError):
+        cache.match_cache_notebook(nbformat.read(bad, as_version=4))
+    _, merged = cache.merge_match_into_notebook(nbformat.read(good, as_version=4))
+    printed = merged.cells[1].outputs[0]["text"]
+    assert printed == f"threads 1 in {good.parent.resolve()}\n"
+    assert record.data["execution_seconds"] > 0
+    execute_notebooks.execute_into_cache([good, bad], cache_path, 1, 60)
+    assert "executing 1 of 2 notebooks" in capsys.readouterr().out
+
+
+def test_the_longest_notebooks_start_first(tmp_path):
+
+    light = write(
+        tmp_path, "a.ipynb", notebook_with(nbformat.v4.new_code_cell("x" * 500))
+    )
+    heavy = write(
+        tmp_path, "b.ipynb", notebook_with(nbformat.v4.new_code_cell("pe.train(net)"))
+    )
+    ordered = sorted([light, heavy], key=execute_notebooks.expected_cost, reverse=True)
+    assert ordered == [heavy, light]
+
+
+@needs_make
+def test_make_test_runs_the_checks_after_nbval_side_by_side_on_the_built_book():
+    """The second make of `make test` runs the page, figure, wheel and autograder checks
+    with -j, and builds no book again (they would race over _build/html)."""
+    make = (ROOT / "Makefile").read_text()
+    recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
+    assert "-j$(JOBS)" in recipe and "AFTER_BOOK=1" in recipe and "$(TAIL)" in recipe
+    tail = subprocess.run(
+        [
+            "make",
+            "-n",
+            "--always-make",
+            "-j2",
+            "AFTER_BOOK=1",
+            "colab",
+            "check-pages",
+            "check-figures",
+            "test-wheel",
+            "test-autograders",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "jupyter-book build" not in tail and "execute_notebooks" not in tail
+    assert "check_pages.py" in tail and "check-autograders" in tail

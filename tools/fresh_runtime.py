@@ -61,8 +61,9 @@ def _run(*command) -> subprocess.CompletedProcess:
     return done
 
 
-def _locked(path: Path):
-    """An exclusive lock beside ``path`` (test workers share the runtime)."""
+def locked(path: Path):
+    """An exclusive lock beside ``path`` (test workers share the runtime), held until the
+    returned file is closed (``with locked(...):``; the wheel builds of the tools share one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = (path.parent / f".{path.name}.lock").open("w")
     fcntl.flock(handle, fcntl.LOCK_EX)
@@ -84,7 +85,7 @@ def base_runtime(
     index_url = index_url or os.environ.get("TORCH_INDEX_URL") or None
     python = venv / "bin" / "python"
     stamp = venv / f".colab-{_key(torch_spec, index_url or '', *COLAB_PREINSTALLED)}"
-    with _locked(venv):
+    with locked(venv):
         if not stamp.exists():
             shutil.rmtree(venv, ignore_errors=True)
             _run(sys.executable, "-m", "venv", venv)
@@ -124,7 +125,7 @@ def wheelhouse(requirements: list[str], folder: Path = WHEELHOUSE) -> Path:
     """A folder of wheels that satisfies ``requirements`` (downloaded once, with this
     Python's pip, from its index or cache)."""
     stamp = folder / f".wheels-{_key(sys.version, *sorted(requirements))}"
-    with _locked(folder):
+    with locked(folder):
         if not stamp.exists():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
@@ -280,7 +281,7 @@ def build_wheel(out: Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     # setuptools builds in the checkout's build/ folder: two builds at once (the
     # test workers) collide there, so one waits for the other
-    with _locked(ROOT / "_build" / "wheel"):
+    with locked(ROOT / "_build" / "wheel"):
         _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", out, ROOT)
     return next(out.glob("pe_tutorial-*.whl"))
 
