@@ -134,7 +134,7 @@ test-wheel: install
 # the zip lists (pinned packages and the package's own wheel), outside the checkout.
 test-autograders: install
 	$(BIN)/python tools/assignments.py build --fast --keep-package --out _build/autograders
-	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders
+	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders --jobs $(JOBS)
 
 # The checks after nbval need no more than a core each (a browser, pip, one grading at a
 # time), so they run side by side, $(JOBS) at a time, on the book built above

@@ -883,3 +883,59 @@ def test_the_instructor_page_quotes_what_the_rotate_half_formula_writes():
     page = (ROOT / "book" / "instructors.md").read_text()
     assert f"the rotate-half formula writes {written:.1f}," in page
     assert written > ROPE_QK_BUDGET
+
+
+def test_the_autograder_gradings_run_side_by_side_in_the_environment_made_for_them(
+    tmp_path, monkeypatch, capsys
+):
+    """check-autograders --jobs 2: one environment for the zips that list the same
+    requirements, made before their gradings; a zip with other requirements waits until
+    the gradings in the present environment are done (remaking it would pull it from
+    under them); the lines come out in the assignments' order."""
+    import threading
+    import time
+
+    import assignment_checks
+
+    events, lock = [], threading.Lock()
+    wants = {"a": "one", "b": "one", "c": "two", "d": "two"}
+    for name in wants:
+        (tmp_path / name / "autograder").mkdir(parents=True)
+    monkeypatch.setattr(assignment_checks, "autograder_zip", lambda r: make_zip(r))
+
+    def make_zip(result):
+        path = result / "autograder" / f"{result.name}.zip"
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("want", wants[result.name])
+        return path
+
+    def environment(archive, source):
+        return ".".join(map(str, sys.version_info[:2])), [(source / "want").read_text()]
+
+    def clean_venv(venv, requirements, source):
+        with lock:
+            events.append(("made", requirements[0]))
+        return venv / "bin" / "python"
+
+    def grade(result, archive, python, venv, folder):
+        time.sleep(0.2 if result.name in "ac" else 0.01)  # the first ones finish last
+        with lock:
+            events.append(("graded", wants[result.name]))
+        return [], f"{result.name}: graded"
+
+    monkeypatch.setattr(assignment_checks, "zip_environment", environment)
+    monkeypatch.setattr(assignment_checks, "clean_venv", clean_venv)
+    monkeypatch.setattr(assignment_checks, "_grade_in_venv", grade)
+    assert assignment_checks.check_autograders(tmp_path, tmp_path / "venv", 2) == []
+    assert events == [
+        ("made", "one"),
+        ("made", "one"),
+        ("graded", "one"),
+        ("graded", "one"),
+        ("made", "two"),
+        ("made", "two"),
+        ("graded", "two"),
+        ("graded", "two"),
+    ]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["a: graded", "b: graded", "c: graded", "d: graded"]

@@ -50,12 +50,9 @@ def zip_environment(zip_path: Path, source: Path) -> tuple[str, list[str]]:
     return str(python), [r.replace(AUTOGRADER_SOURCE, str(source)) for r in pip]
 
 
-def clean_venv(venv: Path, requirements: list[str], source: Path) -> Path:
-    """A virtual environment holding only ``requirements`` (remade when they change).
-
-    Requirements under ``source`` (the unpacked zip) are keyed by their contents,
-    so the same wheel unpacked elsewhere reuses the environment.
-    """
+def requirements_key(requirements: list[str], source: Path) -> str:
+    """What names an environment made from ``requirements``: those under ``source`` (the
+    unpacked zip) by their contents, so the same wheel unpacked elsewhere has one key."""
     digest = hashlib.sha256()
     for requirement in sorted(requirements):
         path = Path(requirement)
@@ -63,7 +60,13 @@ def clean_venv(venv: Path, requirements: list[str], source: Path) -> Path:
             digest.update(path.read_bytes())
         else:
             digest.update(requirement.encode())
-    key = digest.hexdigest()[:16]
+    return digest.hexdigest()[:16]
+
+
+def clean_venv(venv: Path, requirements: list[str], source: Path) -> Path:
+    """A virtual environment holding only ``requirements`` (remade when they change,
+    ``requirements_key``)."""
+    key = requirements_key(requirements, source)
     python = venv / "bin" / "python"
     if (venv / f".installed-{key}").exists():
         return python
@@ -77,57 +80,89 @@ def clean_venv(venv: Path, requirements: list[str], source: Path) -> Path:
     return python
 
 
-def check_autograders(built: Path, venv: Path) -> list[str]:
-    """Grade each assignment's solutions with its autograder zip alone: in a clean venv
-    made from what the zip lists, in a folder outside the checkout. Returns the problems."""
+def _grade_in_venv(result: Path, archive: Path, python: Path, venv: Path, folder: Path):
+    """Grade ``result``'s solutions with ``archive`` in the environment of ``python``,
+    working in ``folder``; returns (problems, the line to print)."""
+    work = folder / "grading"
+    work.mkdir()
+    shutil.copy(
+        result / "autograder" / f"{result.name}.ipynb", work / "solutions.ipynb"
+    )
+    done = subprocess.run(
+        [str(python), "-c", GRADE_IN_VENV, "solutions.ipynb", str(archive)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    if done.returncode != 0:
+        return [f"{result.name}: grading failed: {diagnosis(done.stderr)}"], None
+    graded = json.loads(done.stdout.strip().splitlines()[-1])
     problems = []
+    if not graded["package"].startswith(str(venv)):
+        problems.append(f"{result.name}: pe_tutorial came from {graded['package']}")
+    if graded["total"] != graded["possible"]:
+        problems.append(
+            f"{result.name}: the solutions scored {graded['total']:g} of "
+            f"{graded['possible']:g} in the clean environment"
+        )
+    line = f"{result.name}: {graded['total']:g} / {graded['possible']:g} from the zip alone"
+    return problems, line
+
+
+def check_autograders(built: Path, venv: Path, jobs: int = 1) -> list[str]:
+    """Grade each assignment's solutions with its autograder zip alone: in a clean venv
+    made from what the zip lists, in a folder outside the checkout. Returns the problems.
+
+    The environment is made once for every zip that lists the same requirements (the
+    same wheel and pins), one zip at a time; the gradings in it then run ``jobs`` at a
+    time (each in its own folder and process)."""
     results = sorted(p for p in built.iterdir() if (p / "autograder").is_dir())
     if not results:
         raise SystemExit(f"no built assignments in {built}: run build first")
-    for result in results:
-        archive = autograder_zip(result).resolve()  # graded from another folder
-        with tempfile.TemporaryDirectory() as folder:
-            source = Path(folder) / "source"
+    venv = venv.resolve()
+    problems = []
+    here = ".".join(platform.python_version_tuple()[:2])
+    with tempfile.TemporaryDirectory() as temporary:
+        graded = []  # (result, archive, python, folder), in order
+        waiting_for = None  # the requirements' key of those
+        for result in results:
+            archive = autograder_zip(result).resolve()  # graded from another folder
+            folder = Path(temporary) / result.name
+            source = folder / "source"
             with zipfile.ZipFile(archive) as zipped:
                 zipped.extractall(source)
             python_version, requirements = zip_environment(archive, source)
-            here = ".".join(platform.python_version_tuple()[:2])
             if python_version != here:
                 problems.append(
                     f"{result.name}: the zip wants Python {python_version}, this is {here}"
                 )
                 continue
-            python = clean_venv(venv.resolve(), requirements, source)
-            work = Path(folder) / "grading"
-            work.mkdir()
-            shutil.copy(
-                result / "autograder" / f"{result.name}.ipynb", work / "solutions.ipynb"
-            )
-            done = subprocess.run(
-                [str(python), "-c", GRADE_IN_VENV, "solutions.ipynb", str(archive)],
-                cwd=work,
-                capture_output=True,
-                text=True,
-                env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-            )
-            if done.returncode != 0:
-                problems.append(
-                    f"{result.name}: grading failed: {diagnosis(done.stderr)}"
-                )
-                continue
-            graded = json.loads(done.stdout.strip().splitlines()[-1])
-            if not graded["package"].startswith(str(venv.resolve())):
-                problems.append(
-                    f"{result.name}: pe_tutorial came from {graded['package']}"
-                )
-            if graded["total"] != graded["possible"]:
-                problems.append(
-                    f"{result.name}: the solutions scored {graded['total']:g} of "
-                    f"{graded['possible']:g} in the clean environment"
-                )
-            print(
-                f"{result.name}: {graded['total']:g} / {graded['possible']:g} from the zip alone"
-            )
+            # a zip with other requirements remakes the environment: the ones waiting
+            # for the present environment are graded first
+            key = requirements_key(requirements, source)
+            if graded and key != waiting_for:
+                problems += _grade_all(graded, venv, jobs)
+                graded = []
+            waiting_for = key
+            python = clean_venv(venv, requirements, source)
+            graded.append((result, archive, python, folder))
+        problems += _grade_all(graded, venv, jobs)
+    return problems
+
+
+def _grade_all(graded: list, venv: Path, jobs: int) -> list[str]:
+    """Grade each (result, archive, python, folder) of ``graded``, ``jobs`` at a time,
+    printing their lines in order; returns their problems."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        outcomes = list(pool.map(lambda g: _grade_in_venv(*g[:3], venv, g[3]), graded))
+    problems = []
+    for found, line in outcomes:
+        problems += found
+        if line is not None:
+            print(line)
     return problems
 
 

@@ -112,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
     zips_parser.add_argument(
         "--venv", type=Path, default=ROOT / "_build" / "autograder-venv"
     )
+    zips_parser.add_argument(
+        "--jobs", type=int, default=1, help="gradings at once (default 1)"
+    )
     colab_parser = commands.add_parser(
         "check-colab",
         help="run each student and solutions notebook as on Colab (its file absent)",
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(grade_one(args.submission, args.autograder)))
         return
     if args.command == "check-autograders":
-        problems = check_autograders(args.built, args.venv)
+        problems = check_autograders(args.built, args.venv, args.jobs)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         if problems:
