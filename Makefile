@@ -136,8 +136,8 @@ test-autograders: install
 	$(BIN)/python tools/assignments.py build --fast --keep-package --out _build/autograders
 	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders --jobs $(JOBS)
 
-# The checks after nbval need no more than a core each (a browser, pip, one grading at a
-# time), so they run side by side, $(JOBS) at a time, on the book built above
+# The checks after nbval are light (a browser, pip, the gradings of small notebooks), so they
+# run side by side, $(JOBS) at a time, on the book built above
 # (AFTER_BOOK=1: not built again), each one's output printed together (-O).
 TAIL := test-autograders colab check-pages check-figures test-wheel
 test: lint test-unit test-outputs
@@ -148,7 +148,6 @@ test: lint test-unit test-outputs
 ifdef AFTER_BOOK
 check-figures test-wheel: | check-pages
 endif
-
 
 # Not part of `make test` (CI runs it nightly, .github/workflows/nightly.yml): every chapter of
 # the Colab edition, every student notebook and every solutions notebook, each run as in a
