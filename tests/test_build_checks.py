@@ -445,7 +445,6 @@ def test_an_executed_notebook_is_what_the_build_takes_from_the_cache(tmp_path, c
 
 
 def test_the_longest_notebooks_start_first(tmp_path):
-
     light = write(
         tmp_path, "a.ipynb", notebook_with(nbformat.v4.new_code_cell("x" * 500))
     )
@@ -463,23 +462,14 @@ def test_make_test_runs_the_checks_after_nbval_side_by_side_on_the_built_book():
     make = (ROOT / "Makefile").read_text()
     recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
     assert "-j$(JOBS)" in recipe and "AFTER_BOOK=1" in recipe and "$(TAIL)" in recipe
-    tail = subprocess.run(
-        [
-            "make",
-            "-n",
-            "--always-make",
-            "-j2",
-            "AFTER_BOOK=1",
-            "colab",
-            "check-pages",
-            "check-figures",
-            "test-wheel",
-            "test-autograders",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    tail = dry_run(
+        "-j2",
+        "AFTER_BOOK=1",
+        "colab",
+        "check-pages",
+        "check-figures",
+        "test-wheel",
+        "test-autograders",
+    )
     assert "jupyter-book build" not in tail and "execute_notebooks" not in tail
     assert "check_pages.py" in tail and "check-autograders" in tail

@@ -124,7 +124,7 @@ def check_autograders(built: Path, venv: Path, jobs: int = 1) -> list[str]:
     problems = []
     here = ".".join(platform.python_version_tuple()[:2])
     with tempfile.TemporaryDirectory() as temporary:
-        graded = []  # (result, archive, python, folder), in order
+        graded = []  # _grade_in_venv's arguments for each, in order
         waiting_for = None  # the requirements' key of those
         for result in results:
             archive = autograder_zip(result).resolve()  # graded from another folder
@@ -142,22 +142,22 @@ def check_autograders(built: Path, venv: Path, jobs: int = 1) -> list[str]:
             # for the present environment are graded first
             key = requirements_key(requirements, source)
             if graded and key != waiting_for:
-                problems += _grade_all(graded, venv, jobs)
+                problems += _grade_all(graded, jobs)
                 graded = []
             waiting_for = key
             python = clean_venv(venv, requirements, source)
-            graded.append((result, archive, python, folder))
-        problems += _grade_all(graded, venv, jobs)
+            graded.append((result, archive, python, venv, folder))
+        problems += _grade_all(graded, jobs)
     return problems
 
 
-def _grade_all(graded: list, venv: Path, jobs: int) -> list[str]:
-    """Grade each (result, archive, python, folder) of ``graded``, ``jobs`` at a time,
+def _grade_all(graded: list, jobs: int) -> list[str]:
+    """Grade each of ``graded`` (``_grade_in_venv``'s arguments), ``jobs`` at a time,
     printing their lines in order; returns their problems."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = list(pool.map(lambda g: _grade_in_venv(*g[:3], venv, g[3]), graded))
+        outcomes = list(pool.map(lambda arguments: _grade_in_venv(*arguments), graded))
     problems = []
     for found, line in outcomes:
         problems += found
