@@ -32,13 +32,11 @@ CACHE_KEY := $(CACHE)/pe_tutorial-$(PACKAGE_HASH)
 BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 # The chapters the build executes (_toc.yml lists them all).
 NOTEBOOKS := $(sort $(wildcard book/[0-9]*.ipynb))
-# The pages' book: built by this make, or (AFTER_BOOK=1, `make test`'s second make) already
-# built by the make that called it.
-BOOK_BUILT := $(if $(AFTER_BOOK),,book)
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
-	assignments grade colab colab-all check-pages check-figures test-wheel test-autograders gpu-evidence
+	assignments grade colab colab-all browser check-pages check-figures test-wheel test-autograders \
+	gpu-evidence
 
 help:
 	@echo "make book    build the HTML book into _build/html (executes every notebook, strict)"
@@ -106,27 +104,32 @@ test-outputs: book
 
 # The Colab edition (tools/colab_edition.py) of the built chapters, with the values the build
 # glued (strict: each one must be there), plus the student notebooks when `make assignments` ran.
-colab: $(BOOK_BUILT)
+colab: book
 	$(BIN)/python tools/colab_edition.py --strict
 
+# The headless browser of the checks below: a missing one is installed first (Debian's
+# chromium, through apt-get, as root or with password-less sudo); where it cannot be, one line
+# names the command, and the checks skip, except under CI=true, where they fail. The checks
+# that use it wait for it (two installs at once would fight over apt's lock).
+browser: install
+	$(BIN)/python tools/check_pages.py --install --browser-only
+
 # Every built page in headless Chromium: math rendered, images and links resolve, no console
-# errors (tools/check_pages.py). A missing browser is installed first (Debian's chromium,
-# through apt-get, as root or with password-less sudo); where it cannot be, one line names the
-# command, and the check skips, except under CI=true, where it fails.
-check-pages: $(BOOK_BUILT)
+# errors (tools/check_pages.py).
+check-pages: book | browser
 	$(BIN)/python tools/check_pages.py --install
 
 # The interactive figures of the executed chapters as Colab, JupyterLab and the classic
 # Notebook show them, with the CDN they load Vega from played by a local server
 # (tools/check_notebook_figures.py; the browser as for check-pages).
-check-figures: $(BOOK_BUILT)
+check-figures: book | browser
 	$(BIN)/python tools/check_notebook_figures.py --install
 
 # The wheel and sdist, and chapter 4's Colab edition run from them as in a fresh Colab
 # runtime (tools/wheel_check.py, tools/fresh_runtime.py: a new environment over one with only
 # Colab's preinstalled packages, kept in _build/colab-runtime; the install cell pointed at the
 # wheel), whose interactive figure is then shown as Colab would show it.
-test-wheel: install
+test-wheel: install | browser
 	TORCH_SPEC="$(TORCH_SPEC)" TORCH_INDEX_URL="$(TORCH_INDEX_URL)" $(BIN)/python tools/wheel_check.py
 	$(BIN)/python tools/check_notebook_figures.py --install _build/wheel-run/04_sinusoidal.ipynb
 
@@ -136,18 +139,15 @@ test-autograders: install
 	$(BIN)/python tools/assignments.py build --fast --keep-package --out _build/autograders
 	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders --jobs $(JOBS)
 
-# The checks after nbval are light (a browser, pip, the gradings of small notebooks), so they
-# run side by side, $(JOBS) at a time, on the book built above
-# (AFTER_BOOK=1: not built again), each one's output printed together (-O).
-TAIL := test-autograders colab check-pages check-figures test-wheel
-test: lint test-unit test-outputs
-	$(MAKE) --no-print-directory -O -j$(JOBS) AFTER_BOOK=1 $(TAIL)
-
-# In that second make the browser checks wait for the page check, which installs the browser
-# where it is missing (two installs at once would fight over apt's lock).
-ifdef AFTER_BOOK
-check-figures test-wheel: | check-pages
-endif
+# The parts of `make test` run side by side, $(TEST_SLOTS) at a time (each printed whole, -O),
+# in one make, so the book is built once for all that read it: the unit tests beside the
+# chapters' execution, nbval and the pages as soon as the book is built, and the autograders,
+# the wheel and the browser (which wait on pip, apt and the network more than on the cores)
+# wherever a slot is free. Lint comes first: a style error stops it all at once.
+TEST_SLOTS ?= 3
+TEST_PARTS := test-unit test-outputs test-autograders test-wheel colab check-pages check-figures
+test: lint
+	$(MAKE) --no-print-directory -O -j$(TEST_SLOTS) $(TEST_PARTS)
 
 # Not part of `make test` (CI runs it nightly, .github/workflows/nightly.yml): every chapter of
 # the Colab edition, every student notebook and every solutions notebook, each run as in a

@@ -74,7 +74,6 @@ from .attention.temperature import (
     logn_query_scale,
     rms_normalize,
 )
-from .encodings import symbolic
 from .encodings.absolute import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEmbedding,
@@ -183,29 +182,29 @@ from .lm.train import learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
 from .lm.windows import random_windows, segment_files
 from .pages.glue import glue, have_myst_nb
-from .pages.mechanism_plots import rope_scaling_ratios, shift_arcs
-from .pages.plots import (
-    SCHEME_COLOURS,
-    heatmap,
-    line_plot,
-    stacked_bars,
-    use_book_style,
-)
-from .pages.records import learned_table_record
-from .pages.run_plots import (
-    learning_curves,
-    length_curves,
-    passkey_grids,
-    position_curves,
-    rate_sweep,
-    sweep_grid,
-)
 
 __version__ = "0.1.0"
 
 # Loaded on first use (PEP 562): the two top floors, which a plain `import pe_tutorial`
-# does not need, and the interactive figures (Altair).
+# does not need, the figures (matplotlib; the interactive ones, Altair) and the sympy
+# derivations. A process that only trains or times (a worker of --jobs, a grading) starts
+# a second sooner without them.
 _LAZY = {
+    "symbolic": ("encodings.symbolic", None),
+    "rope_scaling_ratios": ("pages.mechanism_plots", "rope_scaling_ratios"),
+    "shift_arcs": ("pages.mechanism_plots", "shift_arcs"),
+    "SCHEME_COLOURS": ("pages.plots", "SCHEME_COLOURS"),
+    "heatmap": ("pages.plots", "heatmap"),
+    "line_plot": ("pages.plots", "line_plot"),
+    "stacked_bars": ("pages.plots", "stacked_bars"),
+    "use_book_style": ("pages.plots", "use_book_style"),
+    "learned_table_record": ("pages.records", "learned_table_record"),
+    "learning_curves": ("pages.run_plots", "learning_curves"),
+    "length_curves": ("pages.run_plots", "length_curves"),
+    "passkey_grids": ("pages.run_plots", "passkey_grids"),
+    "position_curves": ("pages.run_plots", "position_curves"),
+    "rate_sweep": ("pages.run_plots", "rate_sweep"),
+    "sweep_grid": ("pages.run_plots", "sweep_grid"),
     "benchmarks": ("benchmarks", None),
     "experiments": ("experiments", None),
     "tuning": ("experiments.tuning", None),

@@ -456,20 +456,36 @@ def test_the_longest_notebooks_start_first(tmp_path):
 
 
 @needs_make
-def test_make_test_runs_the_checks_after_nbval_side_by_side_on_the_built_book():
-    """The second make of `make test` runs the page, figure, wheel and autograder checks
-    with -j, and builds no book again (they would race over _build/html)."""
+def test_make_test_runs_its_parts_side_by_side_in_one_make_that_builds_the_book_once():
+    """`make test` runs lint, then every other part in one make with -j: the book is
+    executed and built once for nbval, the Colab edition and the page checks (two
+    builds would race over _build/html), and the checks that use the browser start
+    after the one step that may install it."""
     make = (ROOT / "Makefile").read_text()
     recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
-    assert "-j$(JOBS)" in recipe and "AFTER_BOOK=1" in recipe and "$(TAIL)" in recipe
-    tail = dry_run(
-        "-j2",
-        "AFTER_BOOK=1",
-        "colab",
-        "check-pages",
-        "check-figures",
-        "test-wheel",
-        "test-autograders",
-    )
-    assert "jupyter-book build" not in tail and "execute_notebooks" not in tail
-    assert "check_pages.py" in tail and "check-autograders" in tail
+    assert recipe.startswith("lint\n") and "-j$(TEST_SLOTS)" in recipe
+    assert "$(TEST_PARTS)" in recipe
+    lines = dry_run("test").splitlines()
+    assert sum("jupyter-book build" in line for line in lines) == 1
+    assert sum("execute_notebooks.py" in line for line in lines) == 1
+    for part in ("pytest tests", "--nbval-lax", "check-autograders", "wheel_check.py"):
+        assert any(part in line for line in lines), part
+    assert any("colab_edition.py --strict" in line for line in lines)
+    browser = next(i for i, line in enumerate(lines) if "--browser-only" in line)
+    users = [
+        i
+        for i, line in enumerate(lines)
+        if "check_notebook_figures.py" in line
+        or ("check_pages.py" in line and "--browser-only" not in line)
+    ]
+    assert len(users) == 3 and min(users) > browser
+
+
+def test_the_browser_step_finds_or_installs_the_browser_and_checks_no_page(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(check_pages, "find_browser", lambda: "/usr/bin/chromium")
+    empty = tmp_path / "no-site"  # no pages: the page check itself would fail here
+    assert check_pages.main(["--install", "--browser-only", str(empty)]) == 0
+    assert check_pages.main(["--install", str(empty)]) == 1
+    assert "no built pages" in capsys.readouterr().err

@@ -661,6 +661,23 @@ def test_every_public_name_resolves():
         pe_tutorial.nonexistent  # noqa: B018
 
 
+def test_a_plain_import_loads_no_figure_or_sympy_library():
+    """`import pe_tutorial` leaves matplotlib, Altair and sympy to the first use of a
+    name that needs them, so a process that only trains or times (a worker of
+    --jobs, a grading, a Colab install check) starts without them."""
+    code = (
+        "import sys, pe_tutorial as pe\n"
+        "heavy = ('matplotlib', 'altair', 'sympy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "pe.heatmap, pe.symbolic\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.splitlines() == ["[]", "['matplotlib', 'sympy']"]
+
+
 def test_console_scripts_name_the_commands_the_readme_shows():
     """`pe-experiments` and `pe-benchmarks` run what `python -m ...` runs."""
     import importlib

@@ -26,7 +26,8 @@ installed first: Debian's ``chromium`` package through ``apt-get``, as root or
 through password-less ``sudo`` (issue 19: a new machine has no browser). When
 that cannot be done, one line names the command to run. Without a browser the
 check says so and exits 0, unless ``CI=true``: there a missing browser fails, so
-CI cannot skip the check by accident.
+CI cannot skip the check by accident. ``--browser-only`` stops there (``make
+browser``: the browser installed once, before the checks that share it start).
 """
 
 from __future__ import annotations
@@ -283,10 +284,11 @@ def browser_for(check: str, install: bool) -> tuple[str | None, int]:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     install = "--install" in args
-    args = [a for a in args if a != "--install"]
+    browser_only = "--browser-only" in args
+    args = [a for a in args if a not in ("--install", "--browser-only")]
     site = Path(args[0]) if args else ROOT / "_build" / "html"
     browser, code = browser_for("the page check", install)
-    if browser is None:
+    if browser is None or browser_only:
         return code
     found = pages(site)
     if not found:
