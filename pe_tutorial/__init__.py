@@ -5,6 +5,7 @@ The package is organised by layer; each folder imports only from the folders
 listed above it:
 
 - ``_validation``, ``devices``  argument checks; the device to run on and what it is
+- ``_lazy``        submodules loaded on first use (the figures' and sympy's)
 - ``encodings/``   each scheme's math: absolute tables, RoPE (core, scalings, bands,
                    fused and Triton kernels, 2-D mixed, M-RoPE, xPos), ALiBi, relative
                    biases (Shaw, T5, CoPE, DeBERTa, FIRE), randomised positions, sympy

@@ -508,6 +508,7 @@ def test_no_module_reaches_into_another_modules_private_names():
 # folders on lower floors. The top-level __init__ (the public API) may import any.
 FLOORS = {
     "_validation": 0,
+    "_lazy": 0,
     "devices": 0,
     "memory": 0,
     "course": 0,
@@ -676,6 +677,26 @@ def test_a_plain_import_loads_no_figure_or_sympy_library():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert done.stdout.splitlines() == ["[]", "['matplotlib', 'sympy']"]
+
+
+def test_every_dotted_name_a_chapter_reads_resolves_in_a_fresh_interpreter():
+    """`pe.pages.plots.X`, `pe.symbolic.Y`: each path a chapter or assignment reads
+    through the package resolves after a plain `import pe_tutorial as pe`, with
+    nothing imported before it (the submodules that load on first use included)."""
+    notebooks = [*CHAPTERS, *sorted((ROOT / "book" / "assignments").glob("*.ipynb"))]
+    dotted = set()
+    for path in notebooks:
+        for cell in read_notebook(path)["cells"]:
+            if cell["cell_type"] == "code":
+                dotted |= set(
+                    re.findall(r"\bpe(?:\.[A-Za-z_]\w*){2,}", cell_text(cell))
+                )
+    assert "pe.pages.mechanism_plots.word_order_panels" in dotted
+    code = "import pe_tutorial as pe\n" + "".join(
+        f"assert {name} is not None, {name!r}\n" for name in sorted(dotted)
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_console_scripts_name_the_commands_the_readme_shows():

@@ -20,5 +20,10 @@ Pure functions and small ``nn.Module``s that know nothing of attention:
 - ``disentangled``  DeBERTa's content-to-position and position-to-content terms (8)
 - ``fire``, ``random_positions``  FIRE's learned bias, randomised positions (chapter 12)
 
-Modules here import only ``pe_tutorial._validation`` and each other.
+Modules here import only ``pe_tutorial._validation``, ``pe_tutorial._lazy`` and each other.
 """
+
+from .._lazy import submodules
+
+# pe.encodings.symbolic loads on first use: sympy only when a derivation is asked for
+__getattr__ = submodules(__name__, ("symbolic",))

@@ -6,3 +6,11 @@
 - ``records``      recorded runs that are neither timings nor experiments (the
                    learned table of chapters 2 and 4)
 """
+
+from .._lazy import submodules
+
+# pe.pages.plots and the rest load on first use: matplotlib and Altair only when drawn
+__getattr__ = submodules(
+    __name__,
+    ("glue", "interactive", "mechanism_plots", "plots", "records", "run_plots", "vega"),
+)
