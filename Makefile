@@ -32,6 +32,9 @@ CACHE_KEY := $(CACHE)/pe_tutorial-$(PACKAGE_HASH)
 BUILD := $(BIN)/jupyter-book build . --all -W -n --keep-going
 # The chapters the build executes (_toc.yml lists them all).
 NOTEBOOKS := $(sort $(wildcard book/[0-9]*.ipynb))
+# The pages' book: built by this make, or (AFTER_BOOK=1, `make test`'s second make) already
+# built by the make that called it.
+BOOK_BUILT := $(if $(AFTER_BOOK),,book)
 REPORTS := _build/html/reports
 
 .PHONY: help install book lint test test-unit test-notebooks test-outputs format strip clean \
@@ -104,7 +107,7 @@ test-outputs: book
 
 # The Colab edition (tools/colab_edition.py) of the built chapters, with the values the build
 # glued (strict: each one must be there), plus the student notebooks when `make assignments` ran.
-colab: book
+colab: $(BOOK_BUILT)
 	$(BIN)/python tools/colab_edition.py --strict
 
 # The headless browser of the checks below: a missing one is installed first (Debian's
@@ -116,13 +119,13 @@ browser: install
 
 # Every built page in headless Chromium: math rendered, images and links resolve, no console
 # errors (tools/check_pages.py).
-check-pages: book | browser
+check-pages: $(BOOK_BUILT) | browser
 	$(BIN)/python tools/check_pages.py --install
 
 # The interactive figures of the executed chapters as Colab, JupyterLab and the classic
 # Notebook show them, with the CDN they load Vega from played by a local server
 # (tools/check_notebook_figures.py; the browser as for check-pages).
-check-figures: book | browser
+check-figures: $(BOOK_BUILT) | browser
 	$(BIN)/python tools/check_notebook_figures.py --install
 
 # The wheel and sdist, and chapter 4's Colab edition run from them as in a fresh Colab
@@ -139,15 +142,12 @@ test-autograders: install
 	$(BIN)/python tools/assignments.py build --fast --keep-package --out _build/autograders
 	$(BIN)/python tools/assignments.py check-autograders --built _build/autograders --jobs $(JOBS)
 
-# The parts of `make test` run side by side, $(TEST_SLOTS) at a time (each printed whole, -O),
-# in one make, so the book is built once for all that read it: the unit tests beside the
-# chapters' execution, nbval and the pages as soon as the book is built, and the autograders,
-# the wheel and the browser (which wait on pip, apt and the network more than on the cores)
-# wherever a slot is free. Lint comes first: a style error stops it all at once.
-TEST_SLOTS ?= 3
-TEST_PARTS := test-unit test-outputs test-autograders test-wheel colab check-pages check-figures
-test: lint
-	$(MAKE) --no-print-directory -O -j$(TEST_SLOTS) $(TEST_PARTS)
+# The checks after nbval are light (a browser, pip, the gradings of small notebooks), so they
+# run side by side, $(JOBS) at a time, on the book built above
+# (AFTER_BOOK=1: not built again), each one's output printed together (-O).
+TAIL := test-autograders colab check-pages check-figures test-wheel
+test: lint test-unit test-outputs
+	$(MAKE) --no-print-directory -O -j$(JOBS) AFTER_BOOK=1 $(TAIL)
 
 # Not part of `make test` (CI runs it nightly, .github/workflows/nightly.yml): every chapter of
 # the Colab edition, every student notebook and every solutions notebook, each run as in a

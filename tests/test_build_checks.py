@@ -456,21 +456,25 @@ def test_the_longest_notebooks_start_first(tmp_path):
 
 
 @needs_make
-def test_make_test_runs_its_parts_side_by_side_in_one_make_that_builds_the_book_once():
-    """`make test` runs lint, then every other part in one make with -j: the book is
-    executed and built once for nbval, the Colab edition and the page checks (two
-    builds would race over _build/html), and the checks that use the browser start
-    after the one step that may install it."""
+def test_make_test_runs_the_checks_after_nbval_side_by_side_on_the_built_book():
+    """The second make of `make test` runs the page, figure, wheel and autograder checks
+    with -j, and builds no book again (they would race over _build/html)."""
     make = (ROOT / "Makefile").read_text()
     recipe = make.split("\ntest: ", 1)[1].split("\n\n", 1)[0]
-    assert recipe.startswith("lint\n") and "-j$(TEST_SLOTS)" in recipe
-    assert "$(TEST_PARTS)" in recipe
-    lines = dry_run("test").splitlines()
-    assert sum("jupyter-book build" in line for line in lines) == 1
-    assert sum("execute_notebooks.py" in line for line in lines) == 1
-    for part in ("pytest tests", "--nbval-lax", "check-autograders", "wheel_check.py"):
-        assert any(part in line for line in lines), part
-    assert any("colab_edition.py --strict" in line for line in lines)
+    assert "-j$(JOBS)" in recipe and "AFTER_BOOK=1" in recipe and "$(TAIL)" in recipe
+    tail = dry_run(
+        "-j2",
+        "AFTER_BOOK=1",
+        "colab",
+        "check-pages",
+        "check-figures",
+        "test-wheel",
+        "test-autograders",
+    )
+    assert "jupyter-book build" not in tail and "execute_notebooks" not in tail
+    assert "check_pages.py" in tail and "check-autograders" in tail
+    # the checks that use the browser start after the one step that may install it
+    lines = tail.splitlines()
     browser = next(i for i, line in enumerate(lines) if "--browser-only" in line)
     users = [
         i
