@@ -186,35 +186,49 @@ from .pages.glue import glue, have_myst_nb
 
 __version__ = "0.1.0"
 
+
+def _names_of(module: str, *names: str) -> dict[str, tuple[str, str]]:
+    """``_LAZY``'s entries for ``names``, each read from ``module`` under its own name."""
+    return {name: (module, name) for name in names}
+
+
 # Loaded on first use (PEP 562): the two top floors, which a plain `import pe_tutorial`
 # does not need, the figures (matplotlib; the interactive ones, Altair) and the sympy
 # derivations. A process that only trains or times (a worker of --jobs, a grading) starts
 # a second sooner without them.
 _LAZY = {
     "symbolic": ("encodings.symbolic", None),
-    "rope_scaling_ratios": ("pages.mechanism_plots", "rope_scaling_ratios"),
-    "shift_arcs": ("pages.mechanism_plots", "shift_arcs"),
-    "SCHEME_COLOURS": ("pages.plots", "SCHEME_COLOURS"),
-    "heatmap": ("pages.plots", "heatmap"),
-    "line_plot": ("pages.plots", "line_plot"),
-    "stacked_bars": ("pages.plots", "stacked_bars"),
-    "use_book_style": ("pages.plots", "use_book_style"),
-    "learned_table_record": ("pages.records", "learned_table_record"),
-    "learning_curves": ("pages.run_plots", "learning_curves"),
-    "length_curves": ("pages.run_plots", "length_curves"),
-    "passkey_grids": ("pages.run_plots", "passkey_grids"),
-    "position_curves": ("pages.run_plots", "position_curves"),
-    "rate_sweep": ("pages.run_plots", "rate_sweep"),
-    "sweep_grid": ("pages.run_plots", "sweep_grid"),
     "benchmarks": ("benchmarks", None),
     "experiments": ("experiments", None),
     "tuning": ("experiments.tuning", None),
     "interactive": ("pages.interactive", None),
-    "PRESETS": ("experiments", "PRESETS"),
-    "format_rows": ("experiments", "format_rows"),
-    "load_results": ("experiments", "load_results"),
-    "run_experiments": ("experiments", "run_experiments"),
-    "summarise": ("experiments", "summarise"),
+    **_names_of("pages.mechanism_plots", "rope_scaling_ratios", "shift_arcs"),
+    **_names_of(
+        "pages.plots",
+        "SCHEME_COLOURS",
+        "heatmap",
+        "line_plot",
+        "stacked_bars",
+        "use_book_style",
+    ),
+    **_names_of("pages.records", "learned_table_record"),
+    **_names_of(
+        "pages.run_plots",
+        "learning_curves",
+        "length_curves",
+        "passkey_grids",
+        "position_curves",
+        "rate_sweep",
+        "sweep_grid",
+    ),
+    **_names_of(
+        "experiments",
+        "PRESETS",
+        "format_rows",
+        "load_results",
+        "run_experiments",
+        "summarise",
+    ),
 }
 
 

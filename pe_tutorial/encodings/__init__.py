@@ -25,5 +25,6 @@ Modules here import only ``pe_tutorial._validation``, ``pe_tutorial._lazy`` and 
 
 from .._lazy import submodules
 
-# pe.encodings.symbolic loads on first use: sympy only when a derivation is asked for
-__getattr__ = submodules(__name__, ("symbolic",))
+# pe.encodings.symbolic (and any module not imported yet) loads on first use: sympy
+# only when a derivation is asked for
+__getattr__ = submodules(__name__, __path__)

@@ -10,7 +10,4 @@
 from .._lazy import submodules
 
 # pe.pages.plots and the rest load on first use: matplotlib and Altair only when drawn
-__getattr__ = submodules(
-    __name__,
-    ("glue", "interactive", "mechanism_plots", "plots", "records", "run_plots", "vega"),
-)
+__getattr__ = submodules(__name__, __path__)
