@@ -200,7 +200,7 @@ _LAZY = {
     "symbolic": ("encodings.symbolic", None),
     "benchmarks": ("benchmarks", None),
     "experiments": ("experiments", None),
-    "tuning": ("experiments.tuning", None),
+    "tuning": ("experiments.configuration.tuning", None),
     "interactive": ("pages.interactive", None),
     **_names_of("pages.mechanism_plots", "rope_scaling_ratios", "shift_arcs"),
     **_names_of(

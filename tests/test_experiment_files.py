@@ -1,4 +1,4 @@
-"""An experiment as a TOML file or flags (``experiments/config.py``): the shipped presets
+"""An experiment as a TOML file or flags (``experiments/configuration/config.py``): the shipped presets
 as files, --set, sweeps, the checks made before anything trains, a reader's own
 corpus (``lm.data.text_corpus``), --dry-run, and the show command's hand-over."""
 
@@ -21,12 +21,12 @@ from pe_tutorial.experiments import (
     main,
     preset_from_dict,
     preset_to_dict,
-    presets,
     summarise,
-    units,
 )
-from pe_tutorial.experiments.config import apply_setting, parse_value
-from pe_tutorial.experiments.runner import Runner
+from pe_tutorial.experiments.configuration import presets
+from pe_tutorial.experiments.configuration.config import apply_setting, parse_value
+from pe_tutorial.experiments.running import units
+from pe_tutorial.experiments.running.runner import Runner
 from pe_tutorial.lm.data import text_corpus, text_files
 from pe_tutorial.lm.train import TrainConfig
 
@@ -196,7 +196,7 @@ def test_the_presets_are_the_files_and_today_s_values():
     assert list(PRESETS)[: len(TODAY)] == list(TODAY)
     for name, preset in TODAY.items():
         assert PRESETS[name] == preset, name
-    folder = Path(presets.__file__).parent / "presets"
+    folder = Path(presets.__file__).parents[1] / "presets"
     assert sorted(p.stem for p in folder.glob("*.toml")) == sorted(PRESETS)
     for path in folder.glob("*.toml"):
         data = tomllib.loads(path.read_text())
@@ -660,10 +660,10 @@ def test_show_hands_over_to_the_viewer_or_says_it_is_missing(monkeypatch, capsys
     assert main(["show", "results.json"]) == 2
     assert capsys.readouterr().err == (
         f"{PROG} show: error: the viewer is not installed "
-        "(pe_tutorial/experiments/viewer.py is missing from this copy of the package)\n"
+        "(pe_tutorial/experiments/viewing/viewer.py is missing from this copy of the package)\n"
     )
     monkeypatch.undo()
-    viewer = pytest.importorskip("pe_tutorial.experiments.viewer")
+    viewer = pytest.importorskip("pe_tutorial.experiments.viewing.viewer")
     calls = []
     monkeypatch.setattr(viewer, "main", lambda argv: calls.append(argv) or 0)
     assert main(["show", "results.json", "--figures", "figs"]) == 0

@@ -23,22 +23,22 @@ from pe_tutorial.experiments import (
     cli,
     load_results,
     main,
-    presets,
     results_path,
     run_experiments,
     summarise,
-    units,
 )
-from pe_tutorial.experiments import runner as experiments_runner
-from pe_tutorial.experiments.config import (
+from pe_tutorial.experiments.configuration import presets
+from pe_tutorial.experiments.configuration.config import (
     ExperimentError,
     preset_from_dict,
     preset_to_dict,
 )
-from pe_tutorial.experiments.extensions import fine_tuning
-from pe_tutorial.experiments.results import summary
-from pe_tutorial.experiments.runner import Runner
-from pe_tutorial.experiments.tasks import TaskUnits, keys_by_step
+from pe_tutorial.experiments.records.results import summary
+from pe_tutorial.experiments.running import runner as experiments_runner
+from pe_tutorial.experiments.running import units
+from pe_tutorial.experiments.running.extensions import fine_tuning
+from pe_tutorial.experiments.running.runner import Runner
+from pe_tutorial.experiments.running.tasks import TaskUnits, keys_by_step
 from pe_tutorial.lm.data import shakespeare_corpus, stdlib_corpus
 from pe_tutorial.lm.model import SCHEMES, ModelConfig
 from pe_tutorial.lm.train import TrainConfig
@@ -439,7 +439,7 @@ def test_jobs_give_the_record_of_one_process(tiny_results, tmp_path, monkeypatch
 
 
 def test_a_worker_takes_its_share_of_threads_and_a_gpu_in_turn(monkeypatch):
-    from pe_tutorial.experiments import pool
+    from pe_tutorial.experiments.running import pool
 
     monkeypatch.setattr(torch, "get_num_threads", lambda: 16)
     assert pool.worker_threads(4) == 4 and pool.worker_threads(32) == 1
@@ -503,7 +503,7 @@ def test_a_unit_in_two_parts_is_taken_from_the_first(
     again = tmp_path / "again.partial"
     again.write_text(json.dumps(document))
 
-    from pe_tutorial.experiments import merge
+    from pe_tutorial.experiments.running import merge
 
     def unit_result(order: list[Path]) -> dict:
         """The result the merge hands to ``record`` for the unit ``key``."""
@@ -894,7 +894,7 @@ def test_a_unit_reads_only_what_its_kind_declares():
     assert str(refused.value) == (
         "a narrow look-back unit read the preset's 'lookback', which its kind does "
         "not declare, so its fingerprint would not see a change of it: add "
-        "'lookback' to the kind's reads in pe_tutorial/experiments/units.py"
+        "'lookback' to the kind's reads in pe_tutorial/experiments/running/units.py"
     )
     # a property reads through the view; so do the corpora, read before the unit
     with runner.reading(units.UnitKind("no lengths", ("train",))):
@@ -962,11 +962,11 @@ def test_the_code_version_covers_the_modules_the_units_run(tmp_path, monkeypatch
         "lm/registry.py",
         "lm/data.py",
         "lm/train.py",
-        "experiments/presets.py",
-        "experiments/units.py",
-        "experiments/runner.py",
-        "experiments/extensions.py",
-        "experiments/tasks.py",
+        "experiments/configuration/presets.py",
+        "experiments/running/units.py",
+        "experiments/running/runner.py",
+        "experiments/running/extensions.py",
+        "experiments/running/tasks.py",
     } <= names
     # the layers the units run, and not what stores units, reads results or times
     assert {name.split("/")[0] for name in names} <= {
@@ -982,9 +982,9 @@ def test_the_code_version_covers_the_modules_the_units_run(tmp_path, monkeypatch
         "__init__.py",
         "experiments/__init__.py",
         "experiments/cli.py",
-        "experiments/record.py",
-        "experiments/results.py",
-        "experiments/run.py",
+        "experiments/records/record.py",
+        "experiments/records/results.py",
+        "experiments/running/run.py",
     }
     # on a copy of the package: a docstring edit keeps the version, code does not
     copy = tmp_path / "pe_tutorial"
@@ -1158,7 +1158,7 @@ def test_a_notebook_gets_one_progress_bar(monkeypatch, capsys):
     import sys
     import types
 
-    from pe_tutorial.experiments import run as run_module
+    from pe_tutorial.experiments.running import run as run_module
 
     one = replace(TINY, schemes=("nope",), lookback={}, passkey={}, extensions=False)
     kernel = types.SimpleNamespace(kernel=object())
@@ -1378,7 +1378,7 @@ def test_training_rows_ask_every_key_and_the_scored_rows_one(monkeypatch):
     """``ask_every_key`` (chapter 12): after the one-key curriculum, each training
     batch asks every key; the scored batches keep the one question of the
     multi-key needle, so the accuracy read is the same task's."""
-    from pe_tutorial.experiments import tasks
+    from pe_tutorial.experiments.running import tasks
 
     calls = []
     real = tasks.passkey_batch

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pe_tutorial.experiments.results import entry as run_entry
+from pe_tutorial.experiments.records.results import entry as run_entry
 from pe_tutorial.lm.findings import (
     ONE_SEED,
     Gap,

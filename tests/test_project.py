@@ -564,6 +564,40 @@ def test_nothing_imports_upward():
     assert not offences, offences
 
 
+# The rooms of experiments/ (issue 64), lowest first: each imports only from its own room
+# and the rooms before it; the command line and the package's names sit on top of them.
+EXPERIMENT_ROOMS = ("configuration", "records", "running", "viewing", "judging")
+
+
+def test_the_experiments_rooms_import_only_downward():
+    experiments = ROOT / "pe_tutorial" / "experiments"
+    rooms = sorted(
+        p.name for p in experiments.iterdir() if (p / "__init__.py").exists()
+    )
+    assert rooms == sorted(EXPERIMENT_ROOMS)
+    loose = {p.name for p in experiments.glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py", "cli.py"}, loose
+    offences = []
+    for path in sorted(experiments.rglob("*.py")):
+        parts = path.relative_to(experiments).parts
+        # the top (cli, __init__, __main__) may use every room
+        mine = (
+            EXPERIMENT_ROOMS.index(parts[0])
+            if len(parts) > 1
+            else len(EXPERIMENT_ROOMS)
+        )
+        for module in _imported_modules(path, ROOT / "pe_tutorial"):
+            theirs = module.split("/")
+            if theirs[0] != "experiments":
+                continue
+            if len(theirs) == 1 or theirs[1] not in EXPERIMENT_ROOMS:
+                if len(parts) > 1:  # a room reaching up to the top of experiments
+                    offences.append(f"{path.relative_to(ROOT)} imports {module}")
+            elif EXPERIMENT_ROOMS.index(theirs[1]) > mine:
+                offences.append(f"{path.relative_to(ROOT)} imports {module}")
+    assert not offences, offences
+
+
 def _import_graph() -> dict[str, set[str]]:
     """``{module: modules it imports}`` over the package's modules (paths relative to
     the package, no suffix), typing-only imports included; a folder's ``__init__``

@@ -14,10 +14,10 @@ from pe_tutorial import experiments
 from pe_tutorial.experiments import (
     Variant,
     results_path,
-    viewer,
 )
-from pe_tutorial.experiments.runner import Runner
-from pe_tutorial.experiments.units import LANGUAGE_MODEL
+from pe_tutorial.experiments.running.runner import Runner
+from pe_tutorial.experiments.running.units import LANGUAGE_MODEL
+from pe_tutorial.experiments.viewing import viewer
 from pe_tutorial.lm.run_verdicts import entry_verdict, scored_files
 from pe_tutorial.lm.train import TrainConfig
 

@@ -25,7 +25,7 @@ import platform
 import sys
 from pathlib import Path
 
-from pe_tutorial.experiments.runner import corpus_reader
+from pe_tutorial.experiments.running.runner import corpus_reader
 from pe_tutorial.lm.windows import segment_start_files
 
 TOOL = "tools/add_segment_files.py"

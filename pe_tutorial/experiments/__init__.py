@@ -11,7 +11,7 @@ Run from a shell::
     python -m pe_tutorial.experiments judge my_pe.py [--scheme NAME] [--out DIR]
         [--against rope,alibi,...] [--set KEY=VALUE ...] [--jobs N] [--shard K/N]
 
-An experiment is a TOML file (``config.py`` gives its keys and the sweep
+An experiment is a TOML file (``configuration/config.py`` gives its keys and the sweep
 rule: a list under ``[sweep]`` trains each scheme at every value), or a
 preset, which is such a file shipped in the package (``presets/*.toml``), with
 fields changed by ``--set`` (``train.learning_rate=1e-3``); it is checked
@@ -51,48 +51,35 @@ The experiments, on the standard-library byte corpus unless said otherwise:
 6. **Passkey.** ``synthetic.passkey_batch``: a key hidden at a depth, recalled at the
    end; accuracy by length and depth, for every scheme and RoPE's scalings.
 
-The parts, one idea each (each imports only those above it, and the floors
-below ``experiments``):
+The parts live in five rooms, each importing only from the rooms above it in
+this list (and the folders below ``experiments``); each room's ``__init__``
+lists its modules:
 
-- ``presets``     ``Preset``, ``Variant``: what a run does, its variants and sweeps
-- ``units``       the kinds of unit, the preset fields each reads, and the
-                  fingerprint derived from them with the code version
-- ``measures``    small summaries of a unit's numbers (passkey depths, log text)
-- ``extensions``  context extension on trained models (RoPE scalings and bands,
-                  a learned table lengthened)
-- ``tasks``       the look-back and passkey units
-- ``run_data``    the corpora a run reads, and the segments it scores them on
-- ``runner``      the plan of units; the language models trained and scored
-- ``pool``        units computed in several processes at once (``--jobs``)
-- ``record``      ``RunFile``: finished units on disk, and what resume reuses
-- ``config``      an experiment as a TOML file or flags, checked; ``PRESETS``
-- ``results``     where recorded results live; ``summarise`` and ``format_rows``
-- ``run``         ``run_experiments``: the plan (or a shard) computed or read back,
-                  assembled
-- ``merge``       the run files of a sharded run joined into one record
-- ``viewer``      ``show``: a record's tables and figures
-- ``report_card`` ``show --report``: a record as one Markdown page with its figures
-- ``judge``       ``judge``: a reader's own scheme through chapter 9's protocol, in
-                  stages (each an experiment file, ``toml_text``), against the
-                  book's recorded schemes
-- ``cli``         ``main``, the command line (``__main__`` runs it)
+- ``configuration`` what a run is asked to do: ``Preset``, the TOML files and
+                    flags, their checks, a reader's scheme file, the tuned rates
+- ``records``       runs on disk: the run file resume reads, the recorded results
+- ``running``       the plan of units, computed in one process or several, and
+                    assembled into a record; shards merged
+- ``viewing``       ``show``: a record's tables, figures and report card
+- ``judging``       ``judge``: a reader's own scheme through chapter 9's protocol,
+                    in stages, against the book's recorded schemes
+
+and on top ``cli`` (``main``, the command line; ``__main__`` runs it).
 """
 
 from __future__ import annotations
 
 from .cli import main
-from .config import (
+from .configuration.config import (
     PRESETS,
     ExperimentError,
     preset_from_dict,
     preset_to_dict,
     read_experiment,
 )
-from .merge import MergeError, merge_parts
-from .presets import STANDARD_PASSKEY, Preset, Variant
-from .record import ResumeError, RunFile, partial_path
-from .report_card import judged_claims
-from .results import (
+from .configuration.presets import STANDARD_PASSKEY, Preset, Variant
+from .records.record import ResumeError, RunFile, partial_path
+from .records.results import (
     SECTIONS,
     format_rows,
     load_judged,
@@ -100,8 +87,10 @@ from .results import (
     results_path,
     summarise,
 )
-from .run import run_experiments, run_units
-from .runner import CORPORA
+from .running.merge import MergeError, merge_parts
+from .running.run import run_experiments, run_units
+from .running.runner import CORPORA
+from .viewing.report_card import judged_claims
 
 __all__ = [
     "Preset",

@@ -32,8 +32,8 @@ import torch
 
 from ..devices import device_name
 from ..lm.train import resolve_device
-from .arguments import jobs_argument, shard_argument
-from .config import (
+from .configuration.arguments import jobs_argument, shard_argument
+from .configuration.config import (
     PRESETS,
     ExperimentError,
     apply_setting,
@@ -43,12 +43,12 @@ from .config import (
     preset_to_dict,
     read_experiment,
 )
-from .merge import MergeError, merge_parts
-from .presets import Preset
-from .record import ResumeError, partial_path
-from .results import results_path
-from .run import run_experiments, run_units, shard_units
-from .runner import Runner
+from .configuration.presets import Preset
+from .records.record import ResumeError, partial_path
+from .records.results import results_path
+from .running.merge import MergeError, merge_parts
+from .running.run import run_experiments, run_units, shard_units
+from .running.runner import Runner
 
 __all__ = ["main", "PROG"]
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "show":
         return _show(argv[1:])
     if argv and argv[0] == "judge":
-        from .judge import main as judge
+        from .judging.judge import main as judge
 
         return judge(argv[1:])
     if argv and argv[0] == "run":
@@ -104,7 +104,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "DIR]' prints a record's tables (and writes its figures, or a report card); "
         f"'{PROG} judge my_pe.py' judges your own scheme as chapter 9 judges the "
         "book's. The experiment file's keys and "
-        "the sweep rule: pe_tutorial/experiments/config.py, or the README.",
+        "the sweep rule: pe_tutorial/experiments/configuration/config.py, or the README.",
     )
     parser.add_argument(
         "--preset", help=f"one of {', '.join(PRESETS)} (default: quick)"
@@ -339,12 +339,12 @@ def _merge(argv: list[str]) -> int:
 
 
 def _show(argv: list[str]) -> int:
-    if find_spec(f"{__package__}.viewer") is None:
+    if find_spec(f"{__package__}.viewing.viewer") is None:
         return _fail(
             f"{PROG} show",
-            "the viewer is not installed (pe_tutorial/experiments/viewer.py is "
+            "the viewer is not installed (pe_tutorial/experiments/viewing/viewer.py is "
             "missing from this copy of the package)",
         )
-    from . import viewer
+    from .viewing import viewer
 
     return viewer.main(argv)

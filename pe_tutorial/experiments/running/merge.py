@@ -25,8 +25,8 @@ from pathlib import Path
 
 import torch
 
-from .config import ExperimentError, preset_from_dict
-from .record import ResumeError, read_run_file
+from ..configuration.config import ExperimentError, preset_from_dict
+from ..records.record import ResumeError, read_run_file
 from .run import record
 from .runner import Runner
 

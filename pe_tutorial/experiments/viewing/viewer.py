@@ -26,10 +26,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..lm.findings import mean_at
-from ..lm.run_verdicts import brief, entry_verdict, length_verdict, scalar_verdict
-from ..lm.verdicts import Verdict, claim_count, verdict_family
-from .results import SECTIONS, format_rows, summarise
+from ...lm.findings import mean_at
+from ...lm.run_verdicts import brief, entry_verdict, length_verdict, scalar_verdict
+from ...lm.verdicts import Verdict, claim_count, verdict_family
+from ..records.results import SECTIONS, format_rows, summarise
 from .run_files import (
     ViewError,
     assemble_units,

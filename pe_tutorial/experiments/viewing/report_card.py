@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..lm.findings import mean_at
-from ..lm.run_verdicts import brief, entry_verdict
-from ..lm.verdicts import claim_count, verdict_family
+from ...lm.findings import mean_at
+from ...lm.run_verdicts import brief, entry_verdict
+from ...lm.verdicts import claim_count, verdict_family
 from .run_files import own_corpus, plain_entries, readable
 from .viewer_figures import write_figures
 

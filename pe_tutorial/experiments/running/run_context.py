@@ -15,9 +15,9 @@ from typing import Protocol
 
 import torch
 
-from ..lm.model import ByteTransformer, ModelConfig
-from ..lm.train import TrainConfig
-from .presets import Preset
+from ...lm.model import ByteTransformer, ModelConfig
+from ...lm.train import TrainConfig
+from ..configuration.presets import Preset
 
 __all__ = ["RunContext"]
 

@@ -10,8 +10,8 @@ import types
 import typing
 from dataclasses import fields
 
-from ..lm.model import ModelConfig
-from ..lm.train import TrainConfig
+from ...lm.model import ModelConfig
+from ...lm.train import TrainConfig
 from .presets import (
     NOT_SWEPT,
     STANDARD_LOOKBACK,

@@ -91,9 +91,9 @@ from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
 
-from ..encodings.rope_scaling import SCALING_METHODS
-from ..lm.registry import registered, scheme_names
-from ..lm.train import TrainConfig
+from ...encodings.rope_scaling import SCALING_METHODS
+from ...lm.registry import registered, scheme_names
+from ...lm.train import TrainConfig
 from . import scheme_files
 from .config_checks import (
     check_corpus,
@@ -539,7 +539,7 @@ PRESET_ORDER = ("quick", "standard", "frontier", "streaming", "full")
 
 
 def _load_presets() -> dict[str, Preset]:
-    folder = resources.files(__package__) / "presets"
+    folder = resources.files(__package__.rpartition(".")[0]) / "presets"
     names = sorted(
         entry.name.removesuffix(".toml")
         for entry in folder.iterdir()

@@ -40,27 +40,27 @@ from pathlib import Path
 
 import torch
 
-from ..lm.model import ByteTransformer, ModelConfig
-from ..lm.train import resolve_device
-from . import scheme_files
-from .arguments import jobs_argument, shard_argument
-from .config import (
+from ...lm.model import ByteTransformer, ModelConfig
+from ...lm.train import resolve_device
+from ..configuration import scheme_files
+from ..configuration.arguments import jobs_argument, shard_argument
+from ..configuration.config import (
     PRESETS,
     apply_setting,
     check_corpus,
     preset_from_dict,
     preset_to_dict,
 )
-from .config_fields import ExperimentError
-from .merge import merge_parts
-from .presets import Preset
-from .record import ResumeError, partial_path
-from .results import load_results
-from .run import run_experiments, run_units
-from .runner import Runner
-from .toml_text import toml_text
-from .tuning import best_training, sweep_points, tuned_table
-from .units import code_version
+from ..configuration.config_fields import ExperimentError
+from ..configuration.presets import Preset
+from ..configuration.toml_text import toml_text
+from ..configuration.tuning import best_training, sweep_points, tuned_table
+from ..records.record import ResumeError, partial_path
+from ..records.results import load_results
+from ..running.merge import merge_parts
+from ..running.run import run_experiments, run_units
+from ..running.runner import Runner
+from ..running.units import code_version
 
 __all__ = ["BOOK_SCHEMES", "main", "stage_presets", "baseline_sources", "assemble"]
 
@@ -395,7 +395,7 @@ class _Stages:
         sources = scheme_files.digests(preset.schemes_from)
         document = toml_text(
             preset_to_dict(preset),
-            header=f"Stage {stage} of {PROG} (pe_tutorial/experiments/judge.py).\n"
+            header=f"Stage {stage} of {PROG} (pe_tutorial/experiments/judging/judge.py).\n"
             f"Scheme files: {sources}; pe_tutorial code version {code_version()}.",
         )
         config, target = self.out / f"{stage}.toml", self.out / f"{stage}.json"
@@ -444,8 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     """``judge FILE [--scheme NAME] [--out DIR] ...``; the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
-    from .report_card import write_card
-    from .viewer import report
+    from ..viewing.report_card import write_card
+    from ..viewing.viewer import report
 
     try:
         _read_counts(args)

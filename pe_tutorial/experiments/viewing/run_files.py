@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
-from ..lm.findings import mean_at, scheme_rate
-from .config import ExperimentError, preset_from_dict
-from .measures import mean_over_depths
-from .results import SECTIONS, entry
-from .run import curve_summary, passkey_run
-from .runner import Runner, position_bin
+from ...lm.findings import mean_at, scheme_rate
+from ..configuration.config import ExperimentError, preset_from_dict
+from ..records.results import SECTIONS, entry
+from ..running.measures import mean_over_depths
+from ..running.run import curve_summary, passkey_run
+from ..running.runner import Runner, position_bin
 
 __all__ = [
     "ViewError",

@@ -53,8 +53,8 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from . import scheme_files
-from .presets import Preset
+from ..configuration import scheme_files
+from ..configuration.presets import Preset
 
 __all__ = [
     "UnitKind",
@@ -197,7 +197,7 @@ class PresetReads:
             raise UndeclaredRead(
                 f"a {kind.name} unit read the preset's {name!r}, which its kind does "
                 f"not declare, so its fingerprint would not see a change of it: add "
-                f"{name!r} to the kind's reads in pe_tutorial/experiments/units.py"
+                f"{name!r} to the kind's reads in pe_tutorial/experiments/running/units.py"
             )
         self.names.add(name)
         return getattr(self._preset, name)
@@ -251,9 +251,9 @@ def fingerprint(
     return json.loads(json.dumps(value))
 
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parents[2]
 # where the units' code starts: the runner, its kinds of unit and the presets
-UNIT_MODULES = ("experiments/runner.py",)
+UNIT_MODULES = ("experiments/running/runner.py",)
 
 
 def _module_files(base: Path, parts: list[str]) -> list[Path]:

@@ -13,8 +13,8 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..lm.findings import mean_and_std, scheme_rate
-from .config import check_preset
+from ...lm.findings import mean_and_std, scheme_rate
+from ..configuration.config import check_preset
 
 __all__ = [
     "SECTIONS",

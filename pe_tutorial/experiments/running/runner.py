@@ -18,28 +18,28 @@ from dataclasses import asdict, replace
 
 import torch
 
-from ..attention.layer_patterns import (
+from ...attention.layer_patterns import (
     has_temperature,
     with_global_interpolation,
     without_temperature,
 )
-from ..lm.model import ByteTransformer, ModelConfig
-from ..lm.scoring import (
+from ...lm.model import ByteTransformer, ModelConfig
+from ...lm.scoring import (
     bits_per_byte,
     context_gain,
     length_error,
     length_losses,
     window_reference_losses,
 )
-from ..lm.streaming import rolling_cache_losses
-from ..lm.train import TrainConfig, curve_steps, train
-from ..lm.windows import (
+from ...lm.streaming import rolling_cache_losses
+from ...lm.train import TrainConfig, curve_steps, train
+from ...lm.windows import (
     random_windows,
     starting_with,
 )
+from ..configuration.presets import Preset, Variant, variants
 from .extensions import Extensions
 from .measures import scores_text, tail_mean
-from .presets import Preset, Variant, variants
 from .run_data import CORPORA, CorpusData, RunData, corpus_reader
 from .tasks import TaskUnits
 from .units import (

@@ -21,16 +21,16 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..devices import environment
-from ..encodings.rope_bands import BAND_ABLATIONS
-from ..lm.train import resolve_device
-from .config import check_preset, preset_to_dict
+from ...devices import environment
+from ...encodings.rope_bands import BAND_ABLATIONS
+from ...lm.train import resolve_device
+from ..configuration.config import check_preset, preset_to_dict
+from ..configuration.presets import Preset, Variant
+from ..records.record import RunFile
+from ..records.results import SECTIONS, entry, summary
 from .extensions import LEARNED_TABLE_STAGES
 from .measures import mean_over_depths
 from .pool import compute_in_processes, worker_threads
-from .presets import Preset, Variant
-from .record import RunFile
-from .results import SECTIONS, entry, summary
 from .runner import Runner
 from .units import Unit, code_version
 
@@ -113,6 +113,7 @@ def run_units(
     which ``merge`` reads.
     """
     preset = check_preset(preset) if isinstance(preset, str) else preset
+    experiment = preset_to_dict(preset)  # the preset as the run file's header keeps it
     device = resolve_device(device)
     if jobs < 1:
         raise ValueError(f"jobs must be 1 or more, got {jobs}")
@@ -126,7 +127,7 @@ def run_units(
     plan = runner.plan()
     units = shard_units(plan, shard)
     run_file.header = {
-        "experiment": preset_to_dict(preset),
+        "experiment": experiment,
         "shard": None if shard is None else list(shard),
         "plan": {unit.key: unit.fingerprint for unit in plan},
         "metadata": {
@@ -237,6 +238,7 @@ def record(
     ``seconds`` is the units' own times, summed (a resumed or sharded run
     counts every part).
     """
+    sections = assemble(runner, results)
     return {
         "preset": runner.whole_preset.name,
         "metadata": {
@@ -245,7 +247,7 @@ def record(
             "peak_memory_mib": _peak_memory_mib(),
         },
         "settings": runner.settings(),
-        **assemble(runner, results),
+        **sections,
     }
 
 

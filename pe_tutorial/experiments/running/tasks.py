@@ -16,19 +16,19 @@ from dataclasses import replace
 
 import torch
 
-from ..attention.layer_patterns import has_temperature, without_temperature
-from ..lm.model import ByteTransformer
-from ..lm.scoring import (
+from ...attention.layer_patterns import has_temperature, without_temperature
+from ...lm.model import ByteTransformer
+from ...lm.scoring import (
     length_error,
     lookback_accuracy,
     passkey_accuracy,
     passkey_digit_accuracy,
 )
-from ..lm.synthetic import lookback_batch, passkey_batch
-from ..lm.train import TrainConfig, curve_steps, train
+from ...lm.synthetic import lookback_batch, passkey_batch
+from ...lm.train import TrainConfig, curve_steps, train
+from ..configuration.presets import Preset
 from .extensions import Extensions, fine_tuning
 from .measures import mean_over_depths, scores_text
-from .presets import Preset
 from .run_context import RunContext
 from .units import LOOKBACK, PASSKEY, ROPE_PASSKEY, UnitKind
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
-from ..encodings.rope_scaling import SCALING_METHODS
-from ..lm.model import SCHEMES
-from ..lm.train import TrainConfig
+from ...encodings.rope_scaling import SCALING_METHODS
+from ...lm.model import SCHEMES
+from ...lm.train import TrainConfig
 
 __all__ = [
     "Preset",

@@ -14,13 +14,13 @@ from dataclasses import replace
 
 import torch
 
-from ..encodings.absolute import EXTENSION_ROWS
-from ..encodings.rope_bands import BAND_ABLATIONS, band_frequencies
-from ..encodings.rope_scaling import RopeScaling
-from ..lm.model import ByteTransformer
-from ..lm.scoring import length_bits_per_byte
-from ..lm.train import TrainConfig, train
-from .presets import Preset
+from ...encodings.absolute import EXTENSION_ROWS
+from ...encodings.rope_bands import BAND_ABLATIONS, band_frequencies
+from ...encodings.rope_scaling import RopeScaling
+from ...lm.model import ByteTransformer
+from ...lm.scoring import length_bits_per_byte
+from ...lm.train import TrainConfig, train
+from ..configuration.presets import Preset
 from .run_context import RunContext
 
 # a learned table lengthened with its rows copied or drawn afresh, read before and

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ..lm.data import ByteCorpus, shakespeare_corpus, stdlib_corpus, text_corpus
-from ..lm.windows import evaluation_segments, segment_start_files, starting_with
-from .presets import Preset
+from ...lm.data import ByteCorpus, shakespeare_corpus, stdlib_corpus, text_corpus
+from ...lm.windows import evaluation_segments, segment_start_files, starting_with
+from ..configuration.presets import Preset
 from .units import PresetReads
 
 __all__ = ["CORPORA", "corpus_reader", "RunData", "TEST_PERCENT"]

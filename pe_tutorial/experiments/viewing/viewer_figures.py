@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .results import summarise
+from ..records.results import summarise
 from .run_files import entry_corpus, own_corpus, plain_entries, readable
 
 __all__ = ["write_figures"]
@@ -21,7 +21,7 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
     """
     import matplotlib.pyplot as plt
 
-    from ..pages import run_plots as plots
+    from ...pages import run_plots as plots
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -176,7 +176,7 @@ def _stages(results: dict, section: str, base: int, what: dict):
     """RoPE's scalings in two panels, zero-shot and fine-tuned (chapter 9)."""
     import matplotlib.pyplot as plt
 
-    from ..pages import run_plots as plots
+    from ...pages import run_plots as plots
 
     stages = list(dict.fromkeys(e["stage"] for e in results[section]))
     fig, axes = plt.subplots(

@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import torch
 
-from . import scheme_files
-from .presets import Preset
+from ..configuration import scheme_files
+from ..configuration.presets import Preset
 from .runner import Runner
 from .units import Unit
 
