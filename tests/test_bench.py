@@ -370,6 +370,25 @@ def test_a_table_says_how_its_rows_were_sampled_and_unlike_rows_are_not_weighed(
         bench.measure([bench.Case("x", lambda: None)], calls_per_sample=0)
 
 
+def test_rows_sampled_unlike_are_not_weighed_in_either_order():
+    """A batched row against a single one, first or second (a check of one order
+    only would weigh them the other way), and two batch sizes; rows batched alike
+    are weighed as single ones are. ``ratio_text`` words neither unlike pair."""
+    single = make_timing([1.0, 1.0, 1.0])
+    batched = replace(make_timing([1.0, 1.0, 1.0]), name="b", calls_per_sample=16)
+    fours = replace(make_timing([3.0, 3.0, 3.0]), name="f", calls_per_sample=4)
+    unlike = [(single, batched), (fours, batched)]
+    for a, b in unlike + [(b, a) for a, b in unlike]:
+        with pytest.raises(ValueError, match="cannot be weighed"):
+            bench.within_noise(a, b)
+        with pytest.raises(ValueError, match="cannot be weighed"):
+            bench.ratio_text(a, b)
+    alike = replace(batched, name="c", times_ms=[3.0, 3.0, 3.0])
+    assert bench.within_noise(batched, batched)
+    assert not bench.within_noise(alike, batched)
+    assert bench.ratio_text(alike, batched) == "3.00 times"
+
+
 def test_cases_measured_apart_are_measured_again_until_sampled_alike(monkeypatch):
     """A suite whose cases run in groups of their own (plan.separate): a group that
     ended with single calls is measured again from the longest samples any group

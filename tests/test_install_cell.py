@@ -194,3 +194,44 @@ def test_the_fresh_runtime_command_gives_each_notebook_its_own_folder(
     wheel = tmp_path / "pe_tutorial-0-py3-none-any.whl"
     fresh_runtime.main([*map(str, paths), "--wheel", str(wheel)])
     assert len(roots) == 2 and roots[0] != roots[1]
+
+
+def test_a_wheel_folder_with_a_trailing_slash_is_the_same_folder(monkeypatch, tmp_path):
+    """The install cell pointed at a folder (the build's, a checkout's) written with a
+    trailing "/" passes the same checks and installs the same folder as without it, in
+    both forms; the fresh runtime's command writes the same cell either way."""
+    import fresh_runtime
+
+    folder = tmp_path / "dist"
+    folder.mkdir()
+    (tmp_path / "alone").mkdir()  # outside any checkout: the cell installs PACKAGE
+    master = read(MASTERS[0])
+    path = tmp_path / "rope.ipynb"
+    path.write_text(json.dumps(master))
+    pointed = []
+
+    def fake_run(notebook, root, *, wheel, timeout):
+        cell = install_cell.install_cell_of(fresh_runtime.pointed_at(notebook, wheel))
+        pointed.append(install_cell.parse(install_cell.cell_source(cell))[0])
+        return type("Node", (), {"cells": []})()
+
+    monkeypatch.setattr(fresh_runtime, "run_as_on_colab", fake_run)
+    installed = {}
+    for written in (str(folder), f"{folder}/"):
+        source = install_cell.point_at(
+            install_cell.cell_source(install_cell.install_cell_of(master)), written
+        )
+        for form, cell in (
+            ("source", source),
+            ("edition", install_cell.edition(source, written)),
+        ):
+            notebook = json.loads(json.dumps(master))
+            install_cell.install_cell_of(notebook)["source"] = cell
+            assert install_cell.problems(notebook, "x.ipynb") == [], (form, written)
+            (command,) = run_cell(
+                cell, monkeypatch, tmp_path / "alone", {"pe_tutorial"}
+            )
+            installed[form, written] = Path(command[-1])
+        fresh_runtime.main([str(path), "--wheel", written])
+    assert set(installed.values()) == {folder}
+    assert list(map(Path, pointed)) == [folder, folder]

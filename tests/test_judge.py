@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from pe_tutorial.experiments import judge as judging
-from pe_tutorial.experiments import scheme_files
 from pe_tutorial.experiments.cli import main
-from pe_tutorial.experiments.config import (
+from pe_tutorial.experiments.configuration import scheme_files
+from pe_tutorial.experiments.configuration.config import (
     PRESETS,
     preset_from_dict,
     preset_to_dict,
     read_experiment,
 )
-from pe_tutorial.experiments.run_files import plain_entries
-from pe_tutorial.experiments.toml_text import toml_text
+from pe_tutorial.experiments.configuration.toml_text import toml_text
+from pe_tutorial.experiments.judging import judge as judging
+from pe_tutorial.experiments.viewing.run_files import plain_entries
 from pe_tutorial.lm.model import ByteTransformer, ModelConfig
 from pe_tutorial.lm.registry import registered, scheme_names, unregister_scheme
 
@@ -306,6 +306,75 @@ def test_a_reused_baseline_is_the_books_plain_entry(judged, kerple):
     assert text["sinusoidal"]["learning_rate"] == rate["learning_rate"] != 3e-3
 
 
+def test_the_judged_record_times_the_stages_summed(judged):
+    """The judged record's header reports the whole judge's training and scoring:
+    the four stages' own records' times summed, each stage's kept beside it."""
+    stages = ("tune", "tune-position", "heldout", "tasks")
+    seconds = {
+        s: json.loads((judged / f"{s}.json").read_text())["metadata"]["wall_seconds"]
+        for s in stages
+    }
+    assert all(t > 0 for t in seconds.values())
+    record = json.loads((judged / "judged.json").read_text())
+    assert record["settings"]["judge"]["stage_seconds"] == seconds
+    assert record["metadata"]["wall_seconds"] == pytest.approx(
+        seconds["tune"]
+        + seconds["tune-position"]
+        + seconds["heldout"]
+        + seconds["tasks"]
+    )
+
+
+def _stage_record(seeds: list[int], sections: tuple[str, ...]) -> dict:
+    """A stage's record by hand: one kerple-log entry per section, a run per seed."""
+    record = {
+        "preset": "a stage",
+        "metadata": {"command": "a stage", "wall_seconds": 1.0},
+        "settings": {
+            "seeds": seeds,
+            "lookback": {"seq_len": 8},
+            "passkey": {"seq_len": 12},
+        },
+    }
+    for section in ("language_model", "lookback", "passkey"):
+        runs = [{"seed": seed} for seed in seeds] if section in sections else None
+        record[section] = [{"scheme": "kerple-log", "runs": runs}] if runs else []
+    return record
+
+
+def test_each_stages_seeds_are_recorded_where_they_belong():
+    """As the shipped card: the held-out stage trains seeds 10-14, the tasks 0-2
+    (the book's task record's); the judged record keeps each stage's seeds with
+    its own entries, the tasks' as ``task_seeds``."""
+    records = {
+        "heldout": _stage_record([10, 11, 12, 13, 14], ("language_model",)),
+        "tasks": _stage_record([0, 1, 2], ("lookback", "passkey")),
+    }
+    judged_record = judging.assemble(
+        "kerple-log",
+        records,
+        {"heldout": {}, "tasks": {}},
+        {},
+        [],
+        {"learning_rate": 3e-3},
+        KERPLE,
+        "judge",
+        {"heldout": 1.0, "tasks": 1.0},
+    )
+    settings = judged_record["settings"]
+    assert settings["seeds"] == [10, 11, 12, 13, 14]
+    assert settings["task_seeds"] == [0, 1, 2]
+    seeds = {
+        section: [[r["seed"] for r in e["runs"]] for e in judged_record[section]]
+        for section in ("language_model", "lookback", "passkey")
+    }
+    assert seeds == {
+        "language_model": [[10, 11, 12, 13, 14]],
+        "lookback": [[0, 1, 2]],
+        "passkey": [[0, 1, 2]],
+    }
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -413,7 +482,7 @@ def test_every_preset_written_as_toml_reads_back_the_same():
 
 
 def test_show_writes_a_report_card_of_any_record(tmp_path, capsys):
-    from pe_tutorial.experiments.results import results_path
+    from pe_tutorial.experiments.records.results import results_path
 
     record = results_path("survey-qk")
     assert main(["show", str(record), "--report", str(tmp_path / "card")]) == 0
@@ -487,7 +556,7 @@ MISTAKES = {
 def test_the_readmes_mistakes_get_the_lines_it_quotes(mistake, tmp_path):
     from textwrap import dedent
 
-    from pe_tutorial.experiments.config import ExperimentError
+    from pe_tutorial.experiments.configuration.config import ExperimentError
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith(f"| {mistake}"))

@@ -16,6 +16,7 @@ from pe_tutorial.encodings.rope import RotaryEmbedding
 from pe_tutorial.encodings.rope_scaling import RopeScaling
 from pe_tutorial.lm.model import SCHEMES, ByteTransformer, ModelConfig
 from pe_tutorial.lm.registry import scheme_names
+from pe_tutorial.lm.scoring import length_bits_per_byte
 from pe_tutorial.lm.train import TrainConfig, train
 from pe_tutorial.lm.windows import random_windows
 
@@ -184,6 +185,21 @@ def test_a_learned_table_refuses_positions_past_its_end():
     with pytest.raises(ValueError, match="learned position table of 16 rows cannot"):
         model(torch.zeros(1, 17, dtype=torch.long))
     assert isinstance(model.input_table, LearnedPositionalEmbedding)
+
+
+def test_a_learned_qk_table_refuses_positions_past_its_end_and_scoring_says_none():
+    """As ``learned``: the model says why it cannot read past its 16 rows (without the
+    registry's max_length the table's own lookup fails mid-forward), so scoring past
+    L records None with that note instead of crashing."""
+    model = small("learned-qk")
+    model(torch.zeros(1, 16, dtype=torch.long))
+    with pytest.raises(ValueError, match="learned-qk position table of 16 rows cannot"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+    data = torch.randint(0, 256, (1 + 64,), generator=torch.Generator().manual_seed(0))
+    scored = length_bits_per_byte(model, data.to(torch.uint8), [16, 32], num_targets=64)
+    assert scored[16]["bpb"] is not None and scored[16]["note"] is None
+    assert scored[32]["bpb"] is None and scored[32]["by_position"] is None
+    assert "learned-qk position table of 16 rows" in scored[32]["note"]
 
 
 def test_set_rope_scaling_replaces_the_shared_rotary_embedding():

@@ -110,6 +110,21 @@ def test_unpairable_entries_are_refused_with_the_reason():
         seed_segments(old, 128)
 
 
+def test_a_seed_of_the_second_record_alone_is_refused_or_left_out_as_documented():
+    """An extra seed in b, not only in a: run_verdict refuses it (a one-sided set
+    difference would drop it silently), entry_verdict pairs the common seeds."""
+    two, three = _entry("rope", 0.1, seeds=(10, 11)), _entry("t5", 0.0)
+    with pytest.raises(ValueError, match="seeds \\[12\\] are on one side only"):
+        run_verdict(_results(), two, three, 128, label="d")
+    verdict = entry_verdict(_results(), two, three, 128, label="d")
+    by_hand = [
+        np.mean(r["segment_bpb"]["128"]) - np.mean(q["segment_bpb"]["128"])
+        for r, q in zip(two["runs"], three["runs"][:2], strict=True)
+    ]
+    assert verdict.n == 2 and verdict.files == 3
+    assert verdict.difference == pytest.approx(np.mean(by_hand), rel=1e-12)
+
+
 def test_per_seed_numbers_are_the_paired_t_test():
     verdict = scalar_verdict(
         {1: 0.9, 2: 0.8, 3: 0.95}, {1: 0.5, 2: 0.45, 3: 0.6}, label="accuracy"
@@ -183,6 +198,87 @@ def test_a_family_reads_claims_from_a_record_and_settles_them(monkeypatch, capsy
     printed = capsys.readouterr().out
     assert printed.startswith("family 'read from a record': 3 claims, Holm-corrected")
     assert claims["rope_rise"].family_size == 3 and "rope_rise_verdict" in glued
+
+
+def test_a_family_of_claims_on_different_seeds_and_files_says_each_ones():
+    """Holm over claims that rest on 3 seeds x 3 files, 2 seeds x 3 files and 3
+    seeds (no files): the adjusted p-values are Holm's, worked by hand from the
+    claims' own, and the table names what each claim rests on, not one for all
+    (every other family here shares its seeds and files)."""
+    from pe_tutorial.lm import run_verdicts
+
+    rope, t5 = _entry("rope", 0.1), _entry("t5", 0.0)
+    alibi = _entry("alibi", 0.05, seeds=(10, 11))
+    claims = run_verdicts.Family("mixed")
+    claims.add("rope_t5", run_verdict(_results(), rope, t5, 128, label="a"))
+    claims.add("rope_alibi", entry_verdict(_results(), rope, alibi, 128, label="b"))
+    claims.add(
+        "accuracy",
+        scalar_verdict({1: 0.9, 2: 0.8, 3: 0.95}, {1: 0.5, 2: 0.7, 3: 0.6}, label="c"),
+    )
+    raw = {key: v.p for key, v in claims._claims.items()}
+    # Holm by hand: the i-th smallest p times (m - i), never below a smaller one's
+    ranked = sorted(raw, key=raw.get)
+    expected = {}
+    for i, key in enumerate(ranked):
+        expected[key] = max(min(1.0, (3 - j) * raw[ranked[j]]) for j in range(i + 1))
+    claims.close()
+    for key in raw:
+        assert claims[key].p_adjusted == pytest.approx(expected[key], rel=1e-12), key
+        assert claims[key].family_size == 3
+    lines = claims.table().split("\n")
+    assert lines[0] == "family 'mixed': 3 claims, Holm-corrected"
+    rests = {
+        "rope_t5": "(3 seeds \u00d7 3 files)",
+        "rope_alibi": "(2 seeds \u00d7 3 files)",
+        "accuracy": "(3 seeds)",
+    }
+    for key, line in zip(rests, lines[1:], strict=True):
+        assert line.lstrip().startswith(key) and line.endswith(rests[key]), line
+        assert rests[key][1:-1] in run_verdicts.phrase(claims[key])
+
+
+def _with_length(entry, length, offset):
+    """``entry`` with every seed scored at ``length`` too: its 128 values plus
+    ``offset`` (None: a length it cannot read, as a learned table past L)."""
+    for run in entry["runs"]:
+        at = run["segment_bpb"]["128"]
+        values = None if offset is None else [v + offset for v in at]
+        run["segment_bpb"][str(length)] = values
+        run["bpb"][str(length)] = None if values is None else float(np.mean(values))
+    return entry
+
+
+def test_the_second_record_is_read_at_its_own_length_where_only_it_has_it():
+    """RoPE at 8L against a learned table at L, which has no 8L, in both orders:
+    b is read at ``length_b`` (reading it at ``length``, or asking both records
+    for both lengths, gives no verdict or the wrong one)."""
+    rope = _with_length(_entry("rope", 0.1), 1024, 0.3)
+    learned = _with_length(_entry("learned", 0.0), 1024, None)
+
+    def by_hand(a, a_length, b, b_length):
+        return np.mean(
+            [
+                np.subtract(r["segment_bpb"][a_length], q["segment_bpb"][b_length])
+                for r, q in zip(a["runs"], b["runs"], strict=True)
+            ]
+        )
+
+    for a, b, length, length_b in (
+        (rope, learned, 1024, 128),
+        (learned, rope, 128, 1024),
+    ):
+        verdict = entry_verdict(_results(), a, b, length, length_b=length_b, label="d")
+        assert verdict.n == 3 and verdict.files == 3  # per segment and file
+        assert verdict.difference == pytest.approx(
+            by_hand(a, str(length), b, str(length_b)), rel=1e-12
+        )
+        assert verdict == run_verdict(
+            _results(), a, b, length, length_b=length_b, label="d"
+        )
+    # the learned table at L against RoPE at 8L: RoPE's own 8L, 0.3 above its L
+    gap = entry_verdict(_results(), learned, rope, 128, length_b=1024, label="d")
+    assert gap.difference == pytest.approx(by_hand(learned, "128", rope, "128") - 0.3)
 
 
 def test_a_family_of_one_claim_is_named_in_the_singular():

@@ -10,14 +10,15 @@ import pytest
 import torch
 from tiny_runs import TINY
 
-from pe_tutorial.experiments import pool, scheme_files
-from pe_tutorial.experiments.config import (
+from pe_tutorial.experiments.configuration import scheme_files
+from pe_tutorial.experiments.configuration.config import (
     ExperimentError,
     preset_from_dict,
     preset_to_dict,
     read_experiment,
 )
-from pe_tutorial.experiments.units import LANGUAGE_MODEL, fingerprint
+from pe_tutorial.experiments.running import pool
+from pe_tutorial.experiments.running.units import LANGUAGE_MODEL, fingerprint
 from pe_tutorial.lm.registry import scheme_names, unregister_scheme
 
 # a scheme as a reader writes it, against the public API only: ALiBi's bias with
@@ -120,6 +121,86 @@ def test_a_scheme_that_looks_ahead_is_refused_before_anything_trains(write, tmp_
     write(LOOKS_AHEAD)
     with pytest.raises(ExperimentError, match="'peeks' of my_pe.py: it looks ahead"):
         preset_from_dict(experiment(tmp_path, [str(tmp_path / "my_pe.py")], ["peeks"]))
+
+
+# a look-ahead at one place: the last byte but one sees the last byte (in every
+# layer); no other output moves when a byte changes
+LAST_PEEKS = """
+import torch
+import pe_tutorial as pe
+
+
+class LastPeek(pe.PositionScheme):
+    def add_to_input(self, x):
+        peek = torch.zeros_like(x)
+        peek[:, -2] = x[:, -1]
+        return x + peek
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "last-peeks", "embeddings", 9, "the last byte but one sees the last",
+        layer=lambda config, shared: LastPeek(),
+    )
+)
+"""
+
+
+def test_a_look_ahead_at_the_last_byte_alone_is_refused(write, tmp_path):
+    """The probe reads 16 bytes: changing byte 15 moves output 14, and nothing else
+    moves, so only a probe that changes the last byte catches it."""
+    write(LAST_PEEKS)
+    with pytest.raises(
+        ExperimentError,
+        match="'last-peeks' of my_pe.py: it looks ahead: the output at position 14 "
+        "changed when only the byte at position 15 did",
+    ):
+        preset_from_dict(
+            experiment(tmp_path, [str(tmp_path / "my_pe.py")], ["last-peeks"])
+        )
+
+
+# the embeddings "rotated" once at the input (an absolute scheme's shared module),
+# right at every length but the probe's short one, 8 bytes
+WRONG_AT_8 = """
+import pe_tutorial as pe
+from torch import nn
+
+
+class Rotation(nn.Module):
+    def forward(self, x, positions):
+        return ({wrong}) if len(positions) == 8 else x
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "wrong-at-8", "embeddings", 9, "wrong at 8 bytes only",
+        shared=lambda config: Rotation(), absolute=True, rotates_input=True,
+    )
+)
+"""
+
+
+@pytest.mark.parametrize(
+    ("wrong", "message"),
+    [
+        (
+            "x[:, :-1]",
+            r"logits of shape \(2, 7, 256\) for 2 rows of 8 bytes; "
+            r"expected \(2, 8, 256\)",
+        ),
+        ("x / 0", "non-finite logits at length 8 "),
+    ],
+    ids=["shape", "non-finite"],
+)
+def test_a_scheme_wrong_at_the_short_length_only_is_refused(
+    write, tmp_path, wrong, message
+):
+    write(WRONG_AT_8.format(wrong=wrong))
+    with pytest.raises(ExperimentError, match="'wrong-at-8' of my_pe.py: " + message):
+        preset_from_dict(
+            experiment(tmp_path, [str(tmp_path / "my_pe.py")], ["wrong-at-8"])
+        )
 
 
 def test_a_changed_file_is_new_code_for_the_units(write, tmp_path):

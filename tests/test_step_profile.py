@@ -254,6 +254,24 @@ def test_profiles_of_several_processes_merge_into_every_step():
         sp.merge_profiles([processes[0], sp.StepProfile("cpu", {"batch": 4}, [])])
 
 
+def test_an_even_number_of_processes_merges_to_the_lower_middle_one():
+    """Four processes (RoPE's medians 21, 31, 26, 24) keep the breakdown of the
+    one at 24, the lower of the middle two, not 26's; two keep the faster one's."""
+    processes = [
+        _process([10, 11, 12], [20, 21, 22], 5.0),
+        _process([14, 15, 16], [30, 31, 32], 9.0),
+        _process([12, 13, 14], [25, 26, 27], 7.0),
+        _process([11, 12, 13], [23, 24, 25], 6.0),
+    ]
+    merged = sp.merge_profiles(processes)
+    rope, nope = merged.scheme("rope"), merged.scheme("nope")
+    assert rope.step_ms == 24 and rope.group_ms("position") == 6.0
+    assert nope.step_ms == 12  # nope's medians 11, 15, 13, 12: 12 below 13
+    assert rope.process_step_ms == [21, 31, 26, 24] and rope.steps == 12
+    pair = sp.merge_profiles(processes[1:3]).scheme("rope")
+    assert pair.step_ms == 26 and pair.group_ms("position") == 7.0
+
+
 def test_a_profiled_difference_is_told_apart_only_outside_the_steps_spread():
     """``apart``: the interquartile ranges of two schemes' steps do not overlap."""
     clear = _process([10, 10.5, 11, 11.5, 12], [20, 20.5, 21, 21.5, 22], 5.0)

@@ -180,6 +180,71 @@ def test_the_crossed_bootstrap_needs_both_tests():
     assert seed_only.real and not clustered.real
 
 
+def _two_by_two():
+    """Two seeds x two files (A: 2 segments, B: 6), b all 0. The file means of a are
+    0.1, 0.3 (seed 0) and 0.4, 0.2 (seed 1): both seeds' means are 0.25, so the
+    paired t-test's interval is a point, and every bootstrap draw is a weighted
+    mean of the four file means, at least 0.1 (seed 0, file A) and at most 0.4
+    (seed 1, file A), each drawn alone with chance 1/2^2 x 1/2^2 = 1/16 > 2.5%."""
+    spread_a, spread_b = [-0.05, 0.05], [-0.1, -0.05, 0.0, 0.0, 0.05, 0.1]
+    a = {
+        0: [0.1 + e for e in spread_a] + [0.3 + e for e in spread_b],
+        1: [0.4 + e for e in spread_a] + [0.2 + e for e in spread_b],
+    }
+    b = {s: [0.0] * 8 for s in a}
+    return a, b, ["A.py"] * 2 + ["B.py"] * 6
+
+
+def test_the_crossed_bootstrap_interval_is_known_in_closed_form():
+    """The percentile interval of the 2 x 2 case is [0.1, 0.4], the extreme file
+    means (a draw averages over the segments it holds: dividing by the number of
+    files drawn instead makes it [0.2, 1.8])."""
+    a, b, files = _two_by_two()
+    v = paired_verdict(a, b, files=files, draws=4000)
+    assert v.difference == pytest.approx(0.25)
+    assert (v.low, v.high) == pytest.approx((0.1, 0.4), abs=1e-12)
+    assert v.files == 2 and v.n == 2
+
+
+def test_the_crossed_bootstrap_p_value_is_at_least_one_over_draws():
+    """Every draw of the 2 x 2 case is above 0, so its bootstrap p is 0 but for the
+    floor 1 / draws; the t-test's p is 0 (the seeds agree), so p is the floor."""
+    a, b, files = _two_by_two()
+    for draws in (50, 400):
+        v = paired_verdict(a, b, files=files, draws=draws)
+        assert v.p == pytest.approx(1 / draws, rel=1e-12)
+    assert paired_verdict(a, b).p < 1e-6  # per seed alone: no floor
+
+
+def _naive_crossed_bootstrap(differences, files, draws, generator):
+    """Seeds and files drawn with replacement, one draw at a time: the mean of every
+    (seed, segment) the draw holds, with each file's segments together."""
+    differences = np.asarray(differences)
+    names = sorted(set(files))
+    segments_of = {f: [i for i, g in enumerate(files) if g == f] for f in names}
+    means = []
+    for _ in range(draws):
+        seeds = generator.integers(0, len(differences), len(differences))
+        chosen = generator.integers(0, len(names), len(names))
+        columns = [i for f in chosen for i in segments_of[names[f]]]
+        means.append(differences[np.ix_(seeds, columns)].mean())
+    return np.quantile(means, [0.025, 0.975])
+
+
+def test_the_crossed_bootstrap_interval_matches_a_naive_loop():
+    """On clustered runs (12 files of 5 segments), the interval's ends agree with a
+    draw-by-draw resampling to a tenth of its width (Monte Carlo error ~2%); a
+    bug that scales a draw by its files, not its segments, is 5 times wide."""
+    a, b, files = _clustered_runs(np.random.default_rng(6), effect=0.02)
+    differences = np.array([np.subtract(a[s], b[s]) for s in sorted(a)])
+    low, high, _ = verdicts._crossed_bootstrap(differences, files, 0.95, 4000, 0)
+    naive_low, naive_high = _naive_crossed_bootstrap(
+        differences, files, 4000, np.random.default_rng(7)
+    )
+    width = naive_high - naive_low
+    assert abs(low - naive_low) < 0.1 * width and abs(high - naive_high) < 0.1 * width
+
+
 @pytest.mark.parametrize(
     "a, b, options, message",
     [
@@ -188,6 +253,13 @@ def test_the_crossed_bootstrap_needs_both_tests():
             {0: 1.0, 2: 2.0},
             {},
             r"seeds \[1, 2\] are on one side only",
+        ),
+        # a seed of the second side alone (a one-sided set difference drops it)
+        (
+            {0: 1.0, 1: 2.0},
+            {0: 1.0, 1: 2.0, 2: 3.0},
+            {},
+            r"seeds \[2\] are on one side only",
         ),
         ({}, {}, {}, "a must be a non-empty dict"),
         ({0: 1.0, 1: float("nan")}, {0: 1.0, 1: 2.0}, {}, "is not finite"),

@@ -223,9 +223,13 @@ def imported(notebook: dict) -> set[str]:
 
 
 def is_direct_reference(package: str) -> bool:
-    """``name @ URL`` or a path to a wheel or a folder: never a bare index name."""
-    return bool(re.match(r"^pe_tutorial @ \S+$", package)) or package.endswith(
-        (".whl", "/")
+    """``name @ URL`` or a path to a wheel or a folder (with a trailing ``/`` or without:
+    a path has a ``/`` or ends in ``.whl``, which no package name does): never a bare
+    index name."""
+    return (
+        bool(re.match(r"^pe_tutorial @ \S+$", package))
+        or "/" in package
+        or package.endswith(".whl")
     )
 
 

@@ -80,10 +80,12 @@ def passkey_batch(
     places. A model must match the name, not just find the one marked block.
 
     ``ask_every_key`` asks for every key, one question after another in a
-    random order (``QUERY name d1 .. dk`` each, the last one's final digit
-    only a target): the supervision of multi-query associative recall (MQAR,
-    Arora et al., 2023). Chapter 12 trains on it and scores on one question;
-    ``depth`` places the first asked key.
+    random order (``QUERY name d1 .. d(k-1)`` each, its targets the key's
+    digits from the name on, so ``dk`` is only a target): the supervision of
+    multi-query associative recall (MQAR, Arora et al., 2023). Chapter 12
+    trains on it and scores on one question. ``depth`` places one key's block,
+    as above (the key a row of one question asks for); here that key is asked
+    at a random place among the questions, not necessarily first.
     """
     require_positive_int(batch_size, "batch_size")
     require_positive_int(key_len, "key_len")

@@ -159,7 +159,8 @@ def _loading_failed(source: str, error: Exception) -> ExperimentError:
 def probe_scheme(name: str, source: str) -> None:
     """Build a small causal model with the scheme and check its outputs: finite
     logits shaped ``(batch, length, 256)`` at two lengths, and none that moves
-    when only a later token changes (a look-ahead)."""
+    when only a later token changes (a look-ahead): each byte of the row is changed
+    in turn, the last included, and every output before it compared."""
     where = f"schemes_from: scheme {name!r} of {label(source)}"
     try:
         torch.manual_seed(0)
@@ -175,15 +176,18 @@ def probe_scheme(name: str, source: str) -> None:
     tokens = torch.randint(
         0, VOCAB_SIZE, (2, 16), generator=torch.Generator().manual_seed(0)
     )
-    changed = tokens.clone()
-    changed[:, 10] = (tokens[:, 10] + 1) % VOCAB_SIZE
-    try:
-        with torch.no_grad():
-            short, full, other = model(tokens[:, :8]), model(tokens), model(changed)
-    except Exception as error:
-        raise ExperimentError(
-            f"{where}: its model's forward pass failed: {type(error).__name__}: {error}"
-        ) from None
+
+    def forward(inputs: torch.Tensor) -> torch.Tensor:
+        try:
+            with torch.no_grad():
+                return model(inputs)
+        except Exception as error:
+            raise ExperimentError(
+                f"{where}: its model's forward pass failed: "
+                f"{type(error).__name__}: {error}"
+            ) from None
+
+    short, full = forward(tokens[:, :8]), forward(tokens)
     for logits, length in ((short, 8), (full, 16)):
         if tuple(logits.shape) != (2, length, VOCAB_SIZE):
             raise ExperimentError(
@@ -195,10 +199,21 @@ def probe_scheme(name: str, source: str) -> None:
                 f"{where}: non-finite logits at length {length} (a bias of -inf on "
                 "every key of a row, or an overflow?)"
             )
-    if not torch.allclose(full[:, :10], other[:, :10], atol=1e-5):
-        moved = int((full[:, :10] - other[:, :10]).abs().amax(-1).amax(0).argmax())
-        raise ExperimentError(
-            f"{where}: it looks ahead: the output at position {moved} changed when "
-            "only the byte at position 10 did; a causal model's output at i may "
-            "depend on bytes 0..i only"
-        )
+    # each byte of the row changed in turn, the last included (a look-ahead may reach
+    # one position only), byte 10 first: the message a scheme that reads the whole
+    # row gets; all of them in one batch
+    later = [10, *(i for i in range(1, tokens.shape[1]) if i != 10)]
+    changed = tokens.repeat(len(later), 1)
+    for k, i in enumerate(later):
+        rows = slice(2 * k, 2 * k + 2)
+        changed[rows, i] = (tokens[:, i] + 1) % VOCAB_SIZE
+    others = forward(changed)
+    for k, i in enumerate(later):
+        other = others[2 * k : 2 * k + 2]
+        if not torch.allclose(full[:, :i], other[:, :i], atol=1e-5):
+            moved = int((full[:, :i] - other[:, :i]).abs().amax(-1).amax(0).argmax())
+            raise ExperimentError(
+                f"{where}: it looks ahead: the output at position {moved} changed "
+                f"when only the byte at position {i} did; a causal model's output "
+                "at i may depend on bytes 0..i only"
+            )

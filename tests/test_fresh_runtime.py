@@ -1,0 +1,103 @@
+"""The fresh runtime (tools/fresh_runtime.py) without making one: what its failure message
+names, and when the environment it keeps in _build/colab-runtime is made again (issue 46)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import fresh_runtime  # noqa: E402
+import install_cell  # noqa: E402
+
+
+def executed(*cells: tuple[str, str | None]) -> nbformat.NotebookNode:
+    """A notebook as ``execute`` returns it: ``(cell_type, error)`` each, an error
+    ``"Name: message"`` stored as the cell's output when given."""
+    node = nbformat.v4.new_notebook()
+    for kind, error in cells:
+        if kind == "markdown":
+            node.cells.append(nbformat.v4.new_markdown_cell("# words"))
+            continue
+        cell = nbformat.v4.new_code_cell("x = 1")
+        cell.outputs.append(nbformat.v4.new_output("stream", text="ran\n"))
+        if error:
+            ename, evalue = error.split(": ", 1)
+            cell.outputs.append(
+                nbformat.v4.new_output(
+                    "error", ename=ename, evalue=evalue, traceback=[]
+                )
+            )
+        node.cells.append(cell)
+    return node
+
+
+def test_a_failure_names_the_failing_cell_counting_every_cell_from_one(
+    tmp_path, monkeypatch
+):
+    """Cell N is the notebook's Nth cell, markdown cells counted, as the message of the
+    autograder's Colab check counts (tools/assignment_checks.py: cell N of M)."""
+    node = executed(
+        ("markdown", None),
+        ("code", None),
+        ("markdown", None),
+        ("code", "NameError: name 'pe' is not defined"),
+        ("code", None),
+        ("code", "ModuleNotFoundError: No module named 'otter'"),
+    )
+    assert fresh_runtime.errors(node) == [
+        "cell 4: NameError: name 'pe' is not defined",
+        "cell 6: ModuleNotFoundError: No module named 'otter'",
+    ]
+    # the command's message: the notebook and its failing cell
+    monkeypatch.setattr(
+        fresh_runtime, "run_as_on_colab", lambda notebook, root, *, wheel, timeout: node
+    )
+    path = tmp_path / "rope.ipynb"
+    path.write_text(json.dumps({"cells": []}))
+    with pytest.raises(SystemExit) as failed:
+        fresh_runtime.main([str(path), "--wheel", str(tmp_path / "pe_tutorial.whl")])
+    assert str(failed.value).splitlines() == [
+        f"{path}: cell 4: NameError: name 'pe' is not defined",
+        f"{path}: cell 6: ModuleNotFoundError: No module named 'otter'",
+    ]
+
+
+def test_the_base_runtime_is_made_again_when_colabs_package_list_changes(
+    tmp_path, monkeypatch
+):
+    """The environment kept in _build/colab-runtime holds Colab's preinstalled packages:
+    its key names them, so a changed list makes it again (with pip replaced by a recorder)."""
+    made = []
+
+    def fake_run(*command):
+        command = list(map(str, command))
+        if command[1:3] == ["-m", "venv"]:
+            Path(command[3]).mkdir(parents=True)
+        made.append(command)
+
+    monkeypatch.setattr(fresh_runtime, "_run", fake_run)
+    monkeypatch.delenv("TORCH_INDEX_URL", raising=False)
+    venv = tmp_path / "colab-runtime"
+
+    def installed() -> list[list[str]]:
+        """The pip installs of the base runtime (none: the kept one was used)."""
+        made.clear()
+        fresh_runtime.base_runtime(venv, torch_spec="torch==2.13.0")
+        return [c[c.index("-q") + 1 :] for c in made if "pip" in c]
+
+    colab = fresh_runtime.COLAB_PREINSTALLED
+    assert installed() == [["torch==2.13.0"], list(colab)]
+    assert installed() == []  # kept
+    more = (*colab, "scipy")
+    # where the list is read from: install_cell's, as fresh_runtime imported it
+    monkeypatch.setattr(install_cell, "COLAB_PREINSTALLED", more)
+    monkeypatch.setattr(fresh_runtime, "COLAB_PREINSTALLED", more)
+    assert installed() == [["torch==2.13.0"], list(more)]
+    assert installed() == []
+    assert len(list(venv.glob(".colab-*"))) == 1  # made again from nothing
