@@ -152,9 +152,13 @@ test: lint test-unit test-outputs
 # Not part of `make test` (CI runs it nightly, .github/workflows/nightly.yml): every chapter of
 # the Colab edition, every student notebook and every solutions notebook, each run as in a
 # fresh Colab runtime, from nothing (`make test` runs chapter 4's and the assignments').
+# Every chapter of the Colab edition from nothing (no cell may raise), then every student
+# and solutions notebook through the course's own check (tools/assignments.py check-colab:
+# otter-grader installed by the notebook, the solutions pass every check, the hand-in
+# line). `make test` runs chapter 4's edition and one notebook of each kind this way.
 colab-all: install assignments colab
-	OMP_NUM_THREADS=1 $(BIN)/python tools/fresh_runtime.py _build/colab/book/*.ipynb \
-		_build/colab/book/assignments/*.ipynb _build/assignments/*/autograder/*.ipynb
+	OMP_NUM_THREADS=1 $(BIN)/python tools/fresh_runtime.py _build/colab/book/*.ipynb
+	OMP_NUM_THREADS=1 $(BIN)/python tools/assignments.py check-colab --built _build/assignments
 
 # Optional, not part of `make test`: nbval straight over book/ without building the book.
 test-notebooks: install

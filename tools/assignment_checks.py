@@ -240,20 +240,30 @@ def colab_problems(node, name: str, version: str, folder: Path) -> list[str]:
     return problems
 
 
-def check_colab(result: Path, wheel: Path) -> list[str]:
-    """Run assignment ``result``'s student and solutions notebooks as on a fresh Colab
-    runtime, each alone in an empty folder and a new environment holding only Colab's
-    preinstalled packages, its install cell pointed at ``wheel`` (the package's build);
-    return the problems (none: both installed what they need, ran with no cell error,
-    the solutions passed every check, and both said how to hand in)."""
+COLAB_VERSIONS = ("student", "solutions")
+
+
+def check_colab(
+    result: Path, wheel: Path, versions: tuple[str, ...] = COLAB_VERSIONS
+) -> list[str]:
+    """Run assignment ``result``'s student and solutions notebooks (or those of
+    ``versions``) as on a fresh Colab runtime, each alone in an empty folder and a new
+    environment holding only Colab's preinstalled packages, its install cell pointed at
+    ``wheel`` (the package's build); return the problems (none: each installed what it
+    needs, ran with no cell error, the solutions passed every check, and each said how
+    to hand in)."""
+    unknown = set(versions) - set(COLAB_VERSIONS)
+    if unknown:
+        raise ValueError(f"versions {sorted(unknown)}: each is one of {COLAB_VERSIONS}")
     name = result.name
-    versions = {
+    paths = {
         "student": result / "student" / f"{name}.ipynb",
         "solutions": result / "autograder" / f"{name}.ipynb",
     }
     problems = []
     with tempfile.TemporaryDirectory() as temporary:
-        for version, path in versions.items():
+        for version in versions:
+            path = paths[version]
             root = Path(temporary) / version
             node = run_as_on_colab(json.loads(path.read_text()), root, wheel=wheel)
             problems += colab_problems(node, name, version, root / "content")
