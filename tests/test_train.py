@@ -113,9 +113,11 @@ def test_loss_by_position_has_the_closed_form():
     curve = position_bits_per_byte(ContextCounter(), data, 16)
     t = torch.arange(16, dtype=torch.float64)
     expected = -torch.log2((t + 1) / (t + 2))
-    assert torch.allclose(curve, expected, atol=1e-6)
+    # the model's log-probabilities are float32 (as a model's are), whose rounding
+    # differs by up to a few 1e-6 bits between CPUs' vector units
+    assert torch.allclose(curve, expected, atol=1e-5)
     assert bits_per_byte(ContextCounter(), data, 16) == pytest.approx(
-        expected.mean().item(), abs=1e-6
+        expected.mean().item(), abs=1e-5
     )
 
 
