@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from pe_tutorial.experiments.tuning import (
+from pe_tutorial.experiments.configuration.tuning import (
     SweepPoint,
     best_training,
     sweep_points,
@@ -128,7 +130,7 @@ def test_the_tuned_preset_trains_each_scheme_at_its_sweeps_best():
     assert set(preset.schemes) <= set(chosen)
 
 
-@pytest.mark.parametrize("name", ["heldout", "heldout-long"])
+@pytest.mark.parametrize("name", ["heldout", "heldout-long", "long-budget"])
 def test_the_held_out_presets_train_at_the_four_sweeps_best(name):
     """Chapter 9's fourth edition ranks at the settings all four sweeps chose (the
     grid below 1 times the rate included); RoPE at the input takes RoPE's."""
@@ -144,3 +146,22 @@ def test_the_held_out_presets_train_at_the_four_sweeps_best(name):
     assert {s: tuned[s] for s in preset.schemes} == {
         s: chosen[s] for s in preset.schemes
     }
+
+
+def test_the_long_budget_rate_check_is_the_long_budget_one_grid_step_lower():
+    """long-budget-rates (issue 66) asks whether each tuned rate is still the best at
+    3200 steps: the same run on long-budget's first seed, each scheme's peak rate one
+    step lower on the tuning grid, its position multiplier kept."""
+    from pe_tutorial.experiments import PRESETS
+
+    grid = (1e-3, 3e-3, 1e-2, 3e-2)
+    long, lower = PRESETS["long-budget"], PRESETS["long-budget-rates"]
+    assert lower.seeds == long.seeds[:1]
+    assert replace(lower, name=long.name, seeds=long.seeds, tuned=long.tuned) == long
+    tuned, checked = dict(long.tuned), dict(lower.tuned)
+    assert set(checked) == set(tuned) == set(long.schemes)
+    for scheme in long.schemes:
+        mine, theirs = dict(tuned[scheme]), dict(checked[scheme])
+        step_down = grid[grid.index(mine.pop("learning_rate")) - 1]
+        assert theirs.pop("learning_rate") == step_down, scheme
+        assert theirs == mine, scheme
