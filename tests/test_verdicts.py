@@ -207,13 +207,16 @@ def test_the_crossed_bootstrap_interval_is_known_in_closed_form():
 
 
 def test_the_crossed_bootstrap_p_value_is_at_least_one_over_draws():
-    """Every draw of the 2 x 2 case is above 0, so its bootstrap p is 0 but for the
-    floor 1 / draws; the t-test's p is 0 (the seeds agree), so p is the floor."""
+    """The 2 x 2 case's file means on six seeds, each a little apart (0.001 a seed):
+    every bootstrap draw is above 0, so its p is 0 but for the floor 1 / draws, and
+    the t-test's p (below 1e-6) is under the floor, so p is the floor."""
     a, b, files = _two_by_two()
+    a = {s: [x + 0.001 * s for x in a[s % 2]] for s in range(6)}
+    b = {s: [0.0] * 8 for s in a}
+    assert paired_verdict(a, b).p < 1e-6  # per seed alone: no floor
     for draws in (50, 400):
         v = paired_verdict(a, b, files=files, draws=draws)
         assert v.p == pytest.approx(1 / draws, rel=1e-12)
-    assert paired_verdict(a, b).p < 1e-6  # per seed alone: no floor
 
 
 def _naive_crossed_bootstrap(differences, files, draws, generator):
@@ -286,3 +289,37 @@ def test_bad_runs_are_refused_with_what_to_do(a, b, options, message):
 def test_one_seed_gives_no_verdict():
     v = paired_verdict({0: 2.0}, {0: 2.1})
     assert not v.real and v.words.endswith("one seed: no verdict")
+
+
+def test_the_sign_flip_p_is_exact():
+    """n identical differences: only the two uniform sign patterns are as extreme, so
+    p = 2 / 2^n (0.25 with three seeds); otherwise it is the share of the 2^n
+    patterns, counted here one by one."""
+    import itertools
+
+    assert verdicts.sign_flip_p([0.3, 0.3, 0.3]) == 0.25
+    assert verdicts.sign_flip_p([-1.0] * 5) == 2 / 32
+    assert verdicts.sign_flip_p([0.0, 0.0]) == 1.0
+    d = np.random.default_rng(3).normal(0.2, 1.0, 7)
+    patterns = list(itertools.product((1, -1), repeat=len(d)))
+    extreme = sum(abs(np.dot(s, d)) >= abs(d.sum()) - 1e-12 for s in patterns)
+    assert verdicts.sign_flip_p(d) == extreme / len(patterns)
+    with pytest.raises(ValueError, match="1 to 20 seeds, got 0"):
+        verdicts.sign_flip_p([])
+
+
+def test_the_same_difference_in_every_seed_is_weighed_by_the_sign_flip_test():
+    """A passkey solved by one scheme and missed by the other in all three seeds: the
+    t statistic is infinite, so p is the exact sign-flip test's 0.25, not 0, and no
+    verdict is called real on three identical outcomes."""
+    v = paired_verdict({0: 1.0, 1: 1.0, 2: 1.0}, {0: 0.0, 1: 0.0, 2: 0.0})
+    assert v.p == 0.25 and v.sign_flip and not v.real
+    assert (
+        "n = 3, seeds only, the same difference in every seed: exact sign-flip p"
+        in (v.words)
+    )
+    five = paired_verdict({s: 1.0 for s in range(5)}, {s: 0.5 for s in range(5)})
+    assert five.p == pytest.approx(1 / 16) and not five.real
+    spread = paired_verdict({0: 1.0, 1: 0.9, 2: 0.8}, {0: 0.0, 1: 0.0, 2: 0.0})
+    assert not spread.sign_flip and "sign-flip" not in spread.words
+    assert spread.method == "paired by seed, n = 3, seeds only"

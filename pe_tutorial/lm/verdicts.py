@@ -26,8 +26,28 @@ parts), and the question "is A below B?" is a question about the mean of the
    *real* only when its adjusted p-value is below ``alpha``.
 
 ``Verdict.words`` says the difference, its interval, ``n``, the pairing, the
-resampling, the adjusted p-value with its family, and the conclusion, so a
-sentence glued from it cannot say more than the statistics.
+resampling (files, or seeds only), the adjusted p-value with its family, and
+the conclusion, so a sentence glued from it cannot say more than the statistics.
+
+What each test is worth with the book's three to five seeds:
+
+- The **paired t-test** is exact when the per-seed differences are normal; with
+  n = 3 it has 2 degrees of freedom, so its 95% interval is mean +- 4.30 sd /
+  sqrt(3), wide, and a skewed difference can still mislead it. It is the only
+  test here that can reject at 5% with three seeds.
+- When every seed gives the same difference (sd = 0: a passkey solved by one
+  scheme and missed by the other in every seed), the t statistic is infinite
+  and says nothing. The p-value is then the **sign-flip test's**, exact under
+  the one assumption that the differences are symmetric about 0 when the
+  schemes are alike: the 2^n sign patterns are equally likely and only the two
+  uniform ones are as extreme, so p = 2 / 2^n: 0.25 with three seeds, 0.0625
+  with five. Such a claim is never real at 5% below six seeds, which is the
+  honest reading of n identical outcomes.
+- The **crossed bootstrap** resamples files, which the t-test cannot see; with
+  three seeds it draws from only ten multisets of seeds, so its percentile
+  interval is too narrow on its own. It is used only beside the t-test (the
+  larger p, the wider interval), to widen what clustered segments hide, never
+  to narrow it.
 
 The distribution function of Student's t is computed here from the
 regularised incomplete beta function (continued fraction, as in Numerical
@@ -48,6 +68,7 @@ __all__ = [
     "Verdict",
     "holm",
     "paired_verdict",
+    "sign_flip_p",
     "student_t_cdf",
     "student_t_quantile",
     "verdict_family",
@@ -137,7 +158,9 @@ class Verdict:
     """One claim ``a - b``: its mean paired difference, interval, p-values and words.
 
     ``n`` seeds were paired; ``files`` is the number of files the bootstrap
-    resampled (None: per-seed values only). ``p`` is the claim's own p-value,
+    resampled (None: per-seed values only, seeds only); ``sign_flip`` says the
+    seeds all gave the same difference, so the paired part of ``p`` is the
+    exact sign-flip test's (the module). ``p`` is the claim's own p-value,
     ``p_adjusted`` the family's (Holm; equal to ``p`` until ``verdict_family``
     has adjusted it, with ``family`` and ``family_size`` naming the family).
     """
@@ -150,6 +173,9 @@ class Verdict:
     p: float
     level: float
     files: int | None = None
+    sign_flip: bool = (
+        False  # every seed the same difference: p is the exact sign-flip test's
+    )
     p_adjusted: float | None = None
     family: str | None = None
     family_size: int = 1
@@ -168,8 +194,16 @@ class Verdict:
 
     @property
     def method(self) -> str:
-        resampled = f", resampled by file ({self.files} files)" if self.files else ""
-        return f"paired by seed, n = {self.n}{resampled}"
+        if self.files:
+            resampled = f", resampled by file ({self.files} files)"
+        else:
+            resampled = ", seeds only"
+        exact = (
+            ", the same difference in every seed: exact sign-flip p"
+            if self.sign_flip
+            else ""
+        )
+        return f"paired by seed, n = {self.n}{resampled}{exact}"
 
     @property
     def words(self) -> str:
@@ -200,14 +234,29 @@ def _by_seed(values, side: str) -> dict:
     return values
 
 
+def sign_flip_p(differences) -> float:
+    """The exact two-sided sign-flip p-value of per-seed differences: the share of
+    the ``2^n`` sign patterns whose mean is at least as far from 0 as the observed
+    one (each equally likely when the differences are symmetric about 0)."""
+    d = np.asarray(differences, float).ravel()
+    n = len(d)
+    if not 1 <= n <= 20:
+        raise ValueError(f"the exact sign-flip test takes 1 to 20 seeds, got {n}")
+    signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)
+    means = np.abs(signs @ np.abs(d)) / n
+    observed = abs(d.mean())
+    return float((means >= observed - 1e-12 * max(1.0, observed)).mean())
+
+
 def _paired_t(differences: np.ndarray, level: float) -> tuple[float, float, float]:
-    """``(low, high, p)`` of the paired t-test on per-seed differences."""
+    """``(low, high, p)`` of the paired t-test on per-seed differences; where every
+    seed gave the same difference (sd = 0, the t statistic infinite or 0/0), the
+    point and the exact sign-flip p (``sign_flip_p``: ``2 / 2^n``, or 1 at 0)."""
     n = len(differences)
     mean = float(differences.mean())
     sd = float(differences.std(ddof=1))
     if sd == 0.0:
-        # every seed gave the same difference: the t statistic is infinite (or 0/0)
-        return mean, mean, 1.0 if mean == 0.0 else 0.0
+        return mean, mean, sign_flip_p(differences)
     error = sd / math.sqrt(n)
     half = student_t_quantile((1 + level) / 2, n - 1) * error
     t = mean / error
@@ -306,6 +355,7 @@ def paired_verdict(
         return Verdict(label, mean, mean, mean, n, 1.0, level, alpha=alpha)
     # every seed holds the same segments, so the mean of the seeds' means is ``mean``
     low, high, p = _paired_t(by_seed, level)
+    sign_flip = bool(by_seed.std(ddof=1) == 0.0)
     resampled = None
     if files is not None:
         b_low, b_high, b_p = _crossed_bootstrap(
@@ -313,7 +363,18 @@ def paired_verdict(
         )
         low, high, p = min(low, b_low), max(high, b_high), max(p, b_p)
         resampled = len(set(files))
-    return Verdict(label, mean, low, high, n, p, level, files=resampled, alpha=alpha)
+    return Verdict(
+        label,
+        mean,
+        low,
+        high,
+        n,
+        p,
+        level,
+        files=resampled,
+        sign_flip=sign_flip,
+        alpha=alpha,
+    )
 
 
 def holm(p_values: list[float]) -> list[float]:
