@@ -73,6 +73,7 @@ from .cli import main
 from .configuration.config import (
     PRESETS,
     ExperimentError,
+    declared_families,
     preset_from_dict,
     preset_to_dict,
     read_experiment,
@@ -101,6 +102,7 @@ __all__ = [
     "run_experiments",
     "run_units",
     "ExperimentError",
+    "declared_families",
     "preset_from_dict",
     "preset_to_dict",
     "read_experiment",

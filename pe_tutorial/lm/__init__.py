@@ -7,6 +7,9 @@
 - ``train``     seeded training; bits per byte at several lengths and by position
 - ``streaming`` bits per byte of a stream read with StreamingLLM's rolling cache (chapter 12)
 - ``findings``  reading a recorded run: entries by name, gaps weighed against seeds
+- ``verdicts``, ``run_verdicts``  paired verdicts, Holm families, read from records
+- ``declared_families``  families of claims declared in an experiment file before its
+                record is read
 
 Modules here import from ``encodings``, ``attention`` and ``pages.glue``;
 ``pe_tutorial.experiments`` runs them.

@@ -58,6 +58,11 @@ dataclasses, so a field added to either is a key at once. ``[lookback]`` and
 variants of ``schemes``, not to the other variant lists or the tasks, and a
 swept scheme has no plain variant, so no extension analyses.
 ``[[ablations]]`` adds a variant, ``scheme = "t5"`` with ``model = {...}``.
+``[[families]]`` declares, before the run is read, a family of claims the
+chapter corrects together: ``name``, ``claims`` (sentences such as ``"alibi -
+rope at 1L"`` or ``"rope from 1L to 8L"``, on the preset's schemes and
+multiples) and ``correction = "holm"`` (``lm.declared_families``; no unit
+reads them, so declaring one leaves every unit's fingerprint as it is).
 ``finetune_methods`` names plain RoPE ``"none"``. ``[tuned]`` gives a scheme
 training fields of its own (chapter 9 sets each scheme's learning rate and
 its position parameters' rate as the tuning sweeps chose them): every model
@@ -92,6 +97,7 @@ from importlib import resources
 from pathlib import Path
 
 from ...encodings.rope_scaling import SCALING_METHODS
+from ...lm.declared_families import FamilyDeclaration, parse_claim
 from ...lm.registry import registered, scheme_names
 from ...lm.train import TrainConfig
 from . import scheme_files
@@ -137,6 +143,7 @@ __all__ = [
     "apply_setting",
     "parse_value",
     "check_corpus",
+    "declared_families",
 ]
 
 
@@ -240,6 +247,61 @@ def _ablations(value) -> tuple:
             )
         found.append((scheme, tuple(changes.items())))
     return tuple(found)
+
+
+def _families(value) -> tuple:
+    """``[[families]]``, each checked (``FamilyDeclaration``), as plain tuples."""
+    if not isinstance(value, list):
+        raise ExperimentError(
+            "families: expected a list of tables ([[families]] with name = ... and "
+            f"claims = ['alibi - rope at 1L', ...]), got {shown(value)}"
+        )
+    found = []
+    for i, item in enumerate(value):
+        where = f"families[{i}]"
+        try:
+            declared = FamilyDeclaration.from_table(table_of(where, item))
+        except ValueError as error:
+            raise ExperimentError(f"{where}: {error}") from None
+        found.append(
+            (
+                declared.name,
+                tuple(claim.text for claim in declared.claims),
+                declared.correction,
+            )
+        )
+    names = [name for name, _, _ in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ExperimentError(f"families: {listed(twice)} declared twice")
+    return tuple(found)
+
+
+def declared_families(preset: Preset) -> tuple[FamilyDeclaration, ...]:
+    """The families ``preset`` declares (``[[families]]``), in its order."""
+    return tuple(
+        FamilyDeclaration(name, tuple(parse_claim(text) for text in claims), correction)
+        for name, claims, correction in preset.families
+    )
+
+
+def _check_families(preset: Preset) -> None:
+    """Each declared claim names schemes the preset trains and multiples it reads."""
+    for i, family in enumerate(declared_families(preset)):
+        for claim in family.claims:
+            where = f"families[{i}] ({family.name!r}): claim {claim.text!r}"
+            strangers = [s for s in claim.schemes if s not in preset.schemes]
+            if strangers:
+                raise ExperimentError(
+                    f"{where} names {listed(strangers)}, which this experiment does "
+                    f"not train; its schemes are {listed(preset.schemes)}"
+                )
+            unread = [m for m in claim.multiples if m not in preset.multiples]
+            if unread:
+                raise ExperimentError(
+                    f"{where} reads {unread[0]}L, which this experiment does not "
+                    f"score; its multiples are {list(preset.multiples)}"
+                )
 
 
 def _tuned(value, train: TrainConfig) -> tuple:
@@ -426,8 +488,10 @@ def preset_from_dict(
         ablations=_ablations(data.get("ablations", [])),
         sweep=_sweep(data.get("sweep", {}), train),
         tuned=_tuned(data.get("tuned", {}), train),
+        families=_families(data.get("families", [])),
     )
     check_experiment(preset)
+    _check_families(preset)
     return preset
 
 
@@ -470,6 +534,10 @@ def preset_to_dict(preset: Preset) -> dict:
         sweep.setdefault(table, {})[name] = _plain(values)
     data["sweep"] = sweep
     data["tuned"] = {scheme: _plain(dict(fields_)) for scheme, fields_ in preset.tuned}
+    data["families"] = [
+        {"name": name, "correction": correction, "claims": list(claims)}
+        for name, claims, correction in preset.families
+    ]
     return data
 
 

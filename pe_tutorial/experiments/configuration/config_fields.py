@@ -32,6 +32,7 @@ TABLES = (
     "sweep",
     "ablations",
     "tuned",
+    "families",
 )
 
 
@@ -66,6 +67,7 @@ SPECIAL_FIELDS = {
     "ablations",
     "sweep",
     "tuned",
+    "families",
 }
 
 

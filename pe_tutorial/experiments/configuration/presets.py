@@ -106,6 +106,10 @@ class Preset:
     global_interpolation: tuple[float, ...] = ()
     # false: no language model trains, only the synthetic tasks (at least one on)
     language_models: bool = True
+    # the families of claims a chapter reads from the run, declared before it is
+    # read: (name, claim sentences, correction), as ``[[families]]`` writes them
+    # (``lm.declared_families``); no unit reads them
+    families: tuple[tuple[str, tuple[str, ...], str], ...] = ()
 
     @property
     def lengths(self) -> list[int]:
