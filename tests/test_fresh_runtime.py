@@ -101,3 +101,71 @@ def test_the_base_runtime_is_made_again_when_colabs_package_list_changes(
     assert installed() == [["torch==2.13.0"], list(more)]
     assert installed() == []
     assert len(list(venv.glob(".colab-*"))) == 1  # made again from nothing
+
+
+def test_a_cell_past_its_deadline_stops_the_run_naming_it(tmp_path):
+    """A hung cell fails with its number and first line within the deadline (with the
+    synchronous kernel manager the deadline never fired: a 15 s cell given 3 s ran
+    to its end), in a real kernel of Colab's class."""
+    import time
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# a hung cell"),
+        nbformat.v4.new_code_cell("print('first')"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(60)"),
+    ]
+    kernels = fresh_runtime.fake_colab_kernel(tmp_path / "kernel")
+    folder = tmp_path / "content"
+    folder.mkdir()
+    start = time.monotonic()
+    with pytest.raises(
+        fresh_runtime.CellDeadline,
+        match=r"^cell 3 of 3 ran past its deadline of 3 s: 'import time'$",
+    ):
+        fresh_runtime.execute(json.loads(nbformat.writes(notebook)), folder, kernels, 3)
+    assert time.monotonic() - start < 45
+
+
+def test_the_kernel_draws_figures_inline_as_colab_does(tmp_path):
+    """With the fresh runtime's kernel environment a figure is an image in the cell's
+    outputs (with Agg, which the check used before, it was none); images() counts
+    them and an error is not one."""
+    env = fresh_runtime.kernel_environment(tmp_path)
+    assert env["MPLBACKEND"] == "module://matplotlib_inline.backend_inline"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nplt.plot([0, 1])\nplt.show()"
+        ),
+        nbformat.v4.new_code_cell("plt.plot([1, 0]);"),
+        nbformat.v4.new_code_cell("1 / 0"),
+    ]
+    kernels = fresh_runtime.fake_colab_kernel(tmp_path / "kernel", env=env)
+    folder = tmp_path / "content"
+    folder.mkdir()
+    node = fresh_runtime.execute(json.loads(nbformat.writes(notebook)), folder, kernels)
+    assert fresh_runtime.images(node) == 2
+    assert fresh_runtime.errors(node) == ["cell 3: ZeroDivisionError: division by zero"]
+
+
+def test_a_chapter_that_draws_another_number_of_images_than_the_book_is_named(
+    tmp_path,
+):
+    def showing(count: int) -> nbformat.NotebookNode:
+        node = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell("plt.show()")
+        cell.outputs = [
+            nbformat.v4.new_output("display_data", data={"image/png": "iVBOR"})
+            for _ in range(count)
+        ] + [nbformat.v4.new_output("stream", text="words\n")]
+        node.cells = [cell, nbformat.v4.new_markdown_cell("# words")]
+        return node
+
+    built = tmp_path / "04_sinusoidal.ipynb"
+    nbformat.write(showing(6), built)
+    assert fresh_runtime.images(showing(6)) == 6
+    assert fresh_runtime.image_problems(showing(6), "04_sinusoidal", built) == []
+    assert fresh_runtime.image_problems(showing(0), "04_sinusoidal", built) == [
+        "04_sinusoidal: showed 0 images where the built book shows 6"
+    ]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from assignment_build import AUTOGRADER_SOURCE, autograder_zip
 from assignment_grading import diagnosis
-from fresh_runtime import run_as_on_colab
+from fresh_runtime import CellDeadline, run_as_on_colab
 from install_cell import cell_source
 
 GRADE_IN_VENV = """
@@ -265,6 +265,10 @@ def check_colab(
         for version in versions:
             path = paths[version]
             root = Path(temporary) / version
-            node = run_as_on_colab(json.loads(path.read_text()), root, wheel=wheel)
+            try:
+                node = run_as_on_colab(json.loads(path.read_text()), root, wheel=wheel)
+            except CellDeadline as late:
+                problems.append(f"{name} ({version}, on Colab): {late}")
+                continue
             problems += colab_problems(node, name, version, root / "content")
     return problems

@@ -48,6 +48,9 @@ from install_cell import COLAB_PREINSTALLED, cell_source, install_cell_of, point
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "_build" / "colab-runtime"
 WHEELHOUSE = ROOT / "_build" / "colab-wheelhouse"
+# the backend Colab's kernels draw figures with, and what an image output holds
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
 
 
 def _run(*command) -> subprocess.CompletedProcess:
@@ -200,14 +203,25 @@ def fake_colab_kernel(
     return root / "kernels"
 
 
+class CellDeadline(RuntimeError):
+    """A cell ran past its deadline: the message names the cell and its first line."""
+
+
 def execute(notebook: dict, folder: Path, kernels: Path, timeout: int = 300):
     """Execute ``notebook`` (its JSON) with the ``fake-colab`` kernel of ``kernels``:
     the kernel works in ``folder``, which must be empty (no notebook file is written
-    there). Every cell runs even after an error; returns the executed ``NotebookNode``."""
+    there). Every cell runs even after an error; returns the executed ``NotebookNode``.
+
+    Each cell has ``timeout`` seconds: one that runs longer stops the run with
+    ``CellDeadline`` naming it (``cell N of M``, counted over every cell from 1,
+    as ``errors`` counts). The kernel's manager is nbclient's asynchronous one: with
+    jupyter_client's synchronous ``KernelManager`` the deadline never fired (a
+    15 s cell given 3 s ran to its end)."""
     import nbformat
-    from jupyter_client import KernelManager
+    from jupyter_client import AsyncKernelManager
     from jupyter_client.kernelspec import KernelSpecManager
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError
 
     if any(folder.iterdir()):
         raise ValueError(
@@ -215,14 +229,31 @@ def execute(notebook: dict, folder: Path, kernels: Path, timeout: int = 300):
         )
     node = nbformat.reads(json.dumps(notebook), as_version=4)
     specs = KernelSpecManager(kernel_dirs=[str(kernels)])
-    manager = KernelManager(kernel_name=COLAB_KERNEL, kernel_spec_manager=specs)
-    NotebookClient(
+    manager = AsyncKernelManager(kernel_name=COLAB_KERNEL, kernel_spec_manager=specs)
+    running = {}
+
+    def started(cell, cell_index) -> None:
+        running["index"] = cell_index
+
+    client = NotebookClient(
         node,
         km=manager,
         timeout=timeout,
         allow_errors=True,
         resources={"metadata": {"path": str(folder)}},
-    ).execute(cleanup_kc=True)  # the kernel is shut down, though the manager is ours
+        on_cell_start=started,
+    )
+    try:
+        client.execute(
+            cleanup_kc=True
+        )  # the kernel is shut down, though the manager is ours
+    except CellTimeoutError:
+        index = running.get("index", 0)
+        first = (cell_source(node.cells[index]).strip().splitlines() or [""])[0]
+        raise CellDeadline(
+            f"cell {index + 1} of {len(node.cells)} ran past its deadline of "
+            f"{timeout} s: {first[:80]!r}"
+        ) from None
     return node
 
 
@@ -233,6 +264,19 @@ def pointed_at(notebook: dict, wheel: Path) -> dict:
     cell = install_cell_of(copy)
     cell["source"] = point_at(cell_source(cell), str(wheel.resolve()))
     return copy
+
+
+def kernel_environment(wheels: Path) -> dict[str, str]:
+    """What a fresh runtime's kernel adds to its environment: pip reading only
+    ``wheels`` (and the wheel the install cell names), and figures drawn inline."""
+    return {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels.resolve()),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        # Colab's kernel draws figures inline, as images in the cell's outputs (with
+        # Agg, a figure that fails only when drawn would pass)
+        "MPLBACKEND": INLINE_BACKEND,
+    }
 
 
 def run_as_on_colab(
@@ -254,16 +298,37 @@ def run_as_on_colab(
     base = base or base_runtime()
     wheels = wheels or wheelhouse([otter_requirement()])
     python = fresh_environment(base, root / "env")
-    env = {
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(wheels.resolve()),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "MPLBACKEND": "Agg",
-    }
+    env = kernel_environment(wheels)
     kernels = fake_colab_kernel(root / "kernel", python, env)
     folder = root / "content"
     folder.mkdir(parents=True)
     return execute(pointed_at(notebook, wheel), folder, kernels, timeout=timeout)
+
+
+def images(node) -> int:
+    """The images an executed notebook shows: outputs holding a picture."""
+    return sum(
+        any(kind in output.get("data", {}) for kind in IMAGE_TYPES)
+        for cell in node.cells
+        for output in cell.get("outputs", [])
+    )
+
+
+def built_execution(name: str) -> Path:
+    """Where the book's build keeps chapter ``name`` (a stem) as it executed it."""
+    return ROOT / "_build" / "jupyter_execute" / "book" / f"{name}.ipynb"
+
+
+def image_problems(node, name: str, built: Path) -> list[str]:
+    """The images ``node`` (chapter ``name`` run as on Colab) shows against those of
+    ``built``, the book's own execution of it: a figure that failed to draw, or drew
+    where the book's did not, is a difference; none when the counts agree."""
+    import nbformat
+
+    mine, theirs = images(node), images(nbformat.read(built, as_version=4))
+    if mine != theirs:
+        return [f"{name}: showed {mine} images where the built book shows {theirs}"]
+    return []
 
 
 def errors(node) -> list[str]:
@@ -305,10 +370,21 @@ def main(argv: list[str] | None = None) -> None:
         for index, path in enumerate(args.notebooks):
             # a student and a solutions notebook share a name: a folder each
             root = Path(temporary) / f"{index:03d}-{path.stem}"
-            node = run_as_on_colab(
-                json.loads(path.read_text()), root, wheel=wheel, timeout=args.timeout
-            )
+            try:
+                node = run_as_on_colab(
+                    json.loads(path.read_text()),
+                    root,
+                    wheel=wheel,
+                    timeout=args.timeout,
+                )
+            except CellDeadline as late:
+                print(f"{path}: {late}", flush=True)
+                failed.append(f"{path}: {late}")
+                continue
             found = errors(node)
+            built = built_execution(path.stem)  # a chapter's (the course has none)
+            if built.exists():
+                found += image_problems(node, path.stem, built)
             print(f"{path}: " + ("; ".join(found) if found else "ran"), flush=True)
             failed += [f"{path}: {e}" for e in found]
             if args.out:

@@ -79,8 +79,18 @@ def run_chapter(chapter: Path, wheel: Path, executed: Path) -> None:
     )
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
-        node = fresh_runtime.run_as_on_colab(notebook, root, wheel=wheel, timeout=600)
+        try:
+            node = fresh_runtime.run_as_on_colab(
+                notebook, root, wheel=wheel, timeout=600
+            )
+        except fresh_runtime.CellDeadline as late:
+            raise SystemExit(f"{chapter.name} from the wheel: {late}") from None
         found = fresh_runtime.errors(node)
+        built = fresh_runtime.built_execution(chapter.stem)
+        if built.exists():  # make test builds the book first; make test-wheel alone not
+            found += fresh_runtime.image_problems(node, chapter.stem, built)
+        else:
+            print(f"{chapter.stem}: images not compared (no built book at {built})")
         if found:
             raise SystemExit(f"{chapter.name} from the wheel: " + "; ".join(found))
         probe = node.cells.pop()
