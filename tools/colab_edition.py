@@ -23,9 +23,11 @@ In every markdown cell:
 
 The first code cell (the install cell) installs the package at the same
 commit from the repository in ``_config.yml``, so a fork's edition installs
-the fork. Each chapter's metadata asks Colab for a GPU runtime, and a note
-under its title says that only the timing cells use it. The student notebooks of the assignments (``otter assign``'s
-output) are copied beside the chapters. ``OUT`` mirrors the repository:
+the fork. The chapters that use a GPU for more than a timing cell (``GPU_CHAPTERS``:
+9 and 10) ask Colab for a GPU runtime in their metadata; the others open on
+its CPU runtime, and a note under each title says which and why. The student
+notebooks of the assignments (``otter assign``'s output) are copied beside the
+chapters. ``OUT`` mirrors the repository:
 ``OUT/book/NN_name.ipynb`` and ``OUT/book/assignments/NAME.ipynb``; the deploy
 workflow pushes the repository with these files in place to the ``colab``
 branch, which the book's launch buttons open.
@@ -288,16 +290,32 @@ class Converter:
 
 
 # Colab reads these to open the notebook on a GPU runtime (Runtime > Change runtime type
-# shows the choice); the free tier's GPU is a T4.
+# shows the choice); the free tier's GPU is a T4, and time on it spends the user's quota.
 GPU_METADATA = {"accelerator": "GPU", "colab": {"gpuType": "T4", "provenance": []}}
+
+# The chapters that ask for it: those that use a GPU for more than a timing cell (issue
+# 70). Every other chapter opens on Colab's default CPU runtime; its timing cells use a
+# GPU where the reader chooses one.
+GPU_CHAPTERS = {
+    "09_experiments": "its live run trains models on the device it picks "
+    '(`device="auto"`), and so do the timing cells',
+    "10_performance": "timing is what the chapter is about, and its cells time "
+    "the GPU kernels (FlashAttention, compiled code) where there is one",
+}
 
 GPU_NOTE = (
     "*This notebook asks Colab for a GPU runtime (Runtime > Change runtime type shows "
-    "it; a T4 on the free tier). The timing cells use the GPU, and so does a run "
-    'that picks its device with `device="auto"` (chapter 9\'s live experiments); '
-    "each says which device it ran on. Every other cell runs on the CPU, here as "
+    "it; a T4 on the free tier, which spends your GPU quota): {why}. Each timing cell "
+    "and run says which device it used. Every other cell runs on the CPU, here as "
     "anywhere, so a CPU runtime runs the whole notebook too, only slower where it "
     "trains.*"
+)
+
+CPU_NOTE = (
+    "*This notebook opens on Colab's default CPU runtime, which spends no GPU quota: "
+    "every cell runs there. Only its timing cells would use a GPU; to time on one, "
+    "choose a GPU runtime (Runtime > Change runtime type) before running. Each timing "
+    "cell says which device it ran on.*"
 )
 
 
@@ -329,7 +347,8 @@ def convert(
             f"{path.name}: the build glued no value for {sorted(set(converter.missing))}; "
             "build the book first (make book)"
         )
-    notes = [GPU_NOTE]
+    why = GPU_CHAPTERS.get(path.stem)
+    notes = [CPU_NOTE if why is None else GPU_NOTE.format(why=why)]
     if glue:
         notes.insert(
             0,
@@ -350,7 +369,8 @@ def convert(
     for cell in edition["cells"]:
         cell.pop("id", None)
     edition["nbformat_minor"] = min(edition.get("nbformat_minor", 4), 4)
-    edition.setdefault("metadata", {}).update(copy.deepcopy(GPU_METADATA))
+    if why is not None:
+        edition.setdefault("metadata", {}).update(copy.deepcopy(GPU_METADATA))
     return edition
 
 
