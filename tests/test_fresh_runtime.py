@@ -91,16 +91,32 @@ def test_the_base_runtime_is_made_again_when_colabs_package_list_changes(
         fresh_runtime.base_runtime(venv, torch_spec="torch==2.13.0")
         return [c[c.index("-q") + 1 :] for c in made if "pip" in c]
 
-    colab = fresh_runtime.COLAB_PREINSTALLED
-    assert installed() == [["torch==2.13.0"], list(colab)]
+    colab = install_cell.colab_requirements()
+    assert installed() == [["torch==2.13.0"], colab]
     assert installed() == []  # kept
-    more = (*colab, "scipy")
-    # where the list is read from: install_cell's, as fresh_runtime imported it
+    # Colab's list gains a package: made again with it
+    more = (*install_cell.COLAB_PREINSTALLED, "scipy")
     monkeypatch.setattr(install_cell, "COLAB_PREINSTALLED", more)
-    monkeypatch.setattr(fresh_runtime, "COLAB_PREINSTALLED", more)
-    assert installed() == [["torch==2.13.0"], list(more)]
+    assert installed() == [["torch==2.13.0"], install_cell.colab_requirements()]
+    assert "scipy" in install_cell.colab_requirements()
+    assert installed() == []
+    # Colab moves a pin: made again with the new version
+    pins = {**install_cell.COLAB_PINS, "ipykernel": "6.99.0"}
+    monkeypatch.setattr(install_cell, "COLAB_PINS", pins)
+    assert "ipykernel==6.99.0" in installed()[1]
     assert installed() == []
     assert len(list(venv.glob(".colab-*"))) == 1  # made again from nothing
+
+
+def test_the_base_runtime_holds_colabs_jupyter_stack_at_colabs_versions():
+    """IPython, ipykernel, ipywidgets, notebook and tornado as Colab has them, read in
+    one place with where and when (issue 70); every other package by name."""
+    wanted = install_cell.colab_requirements()
+    for name in ("ipython", "ipykernel", "ipywidgets", "notebook", "tornado"):
+        assert f"{name}=={install_cell.COLAB_PINS[name]}" in wanted
+    assert install_cell.COLAB_PINS["ipython"].startswith("7.")
+    assert "numpy" in wanted and "ipykernel" not in wanted
+    assert "a724079" in install_cell.COLAB_PINS_READ
 
 
 def test_a_cell_past_its_deadline_stops_the_run_naming_it(tmp_path):
@@ -133,6 +149,11 @@ def test_the_kernel_draws_figures_inline_as_colab_does(tmp_path):
     them and an error is not one."""
     env = fresh_runtime.kernel_environment(tmp_path)
     assert env["MPLBACKEND"] == "module://matplotlib_inline.backend_inline"
+    assert env["PIP_NO_INDEX"] == "1" and env["PIP_FIND_LINKS"] == str(tmp_path)
+    # as on Colab: pip reaches the index, figures still inline
+    from_index = fresh_runtime.kernel_environment(None)
+    assert "PIP_NO_INDEX" not in from_index and "PIP_FIND_LINKS" not in from_index
+    assert from_index["MPLBACKEND"] == env["MPLBACKEND"]
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(

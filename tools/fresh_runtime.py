@@ -7,15 +7,19 @@ not there) with Colab's kernel and shell classes. This module makes that
 runtime and runs a notebook in it:
 
 - ``base_runtime``: a virtual environment holding torch (``TORCH_SPEC``) and
-  Colab's preinstalled packages, made once and kept (``_build/colab-runtime``,
-  remade when its contents change);
+  Colab's preinstalled packages, its Jupyter stack at Colab's own versions
+  (``install_cell.COLAB_PINS``, with the date they were read), made once and
+  kept (``_build/colab-runtime``, remade when its contents change);
 - ``fresh_environment``: for each notebook, a new empty environment on top of
   the base (the base's packages importable, its own ``site-packages`` empty),
   so every notebook installs what it needs from nothing, as on Colab;
 - ``wheelhouse``: the wheels the install cells may fetch (otter-grader and its
   dependencies), downloaded once; the kernel's pip reads only it and the
   local wheel of ``pe_tutorial`` (``PIP_NO_INDEX``), so a run needs no network
-  and installs exactly what the notebook's install cell asks for;
+  and installs exactly what the notebook's install cell asks for; with
+  ``FRESH_RUNTIME_INDEX=1`` (``make colab-all COLAB_INDEX=1``) pip resolves
+  from the package index instead, as on Colab (the ``git+`` install of the
+  repository is never exercised: the check points the cell at a local wheel);
 - ``run_as_on_colab``: the notebook's ``PACKAGE`` pointed at the local wheel,
   executed under Colab's kernel class (``fake_colab_kernel``) in an empty
   folder, every cell run even after an error.
@@ -43,7 +47,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from install_cell import COLAB_PREINSTALLED, cell_source, install_cell_of, point_at
+from install_cell import cell_source, colab_requirements, install_cell_of, point_at
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "_build" / "colab-runtime"
@@ -87,14 +91,15 @@ def base_runtime(
     torch_spec = torch_spec or os.environ.get("TORCH_SPEC") or "torch==2.13.0"
     index_url = index_url or os.environ.get("TORCH_INDEX_URL") or None
     python = venv / "bin" / "python"
-    stamp = venv / f".colab-{_key(torch_spec, index_url or '', *COLAB_PREINSTALLED)}"
+    wanted = colab_requirements()
+    stamp = venv / f".colab-{_key(torch_spec, index_url or '', *wanted)}"
     with locked(venv):
         if not stamp.exists():
             shutil.rmtree(venv, ignore_errors=True)
             _run(sys.executable, "-m", "venv", venv)
             index = ["--index-url", index_url] if index_url else []
             _run(python, "-m", "pip", "install", "-q", torch_spec, *index)
-            _run(python, "-m", "pip", "install", "-q", *COLAB_PREINSTALLED)
+            _run(python, "-m", "pip", "install", "-q", *wanted)
             stamp.touch()
     return python
 
@@ -266,17 +271,19 @@ def pointed_at(notebook: dict, wheel: Path) -> dict:
     return copy
 
 
-def kernel_environment(wheels: Path) -> dict[str, str]:
-    """What a fresh runtime's kernel adds to its environment: pip reading only
-    ``wheels`` (and the wheel the install cell names), and figures drawn inline."""
-    return {
-        "PIP_NO_INDEX": "1",
-        "PIP_FIND_LINKS": str(wheels.resolve()),
+def kernel_environment(wheels: Path | None) -> dict[str, str]:
+    """What a fresh runtime's kernel adds to its environment: figures drawn inline;
+    pip reading only ``wheels`` (and the wheel the install cell names), or, with
+    ``wheels`` None, pip as Colab's, resolving from the package index."""
+    env = {
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         # Colab's kernel draws figures inline, as images in the cell's outputs (with
         # Agg, a figure that fails only when drawn would pass)
         "MPLBACKEND": INLINE_BACKEND,
     }
+    if wheels is not None:
+        env |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels.resolve())}
+    return env
 
 
 def run_as_on_colab(
@@ -287,18 +294,25 @@ def run_as_on_colab(
     base: Path | None = None,
     wheels: Path | None = None,
     timeout: int = 300,
+    index: bool | None = None,
 ):
     """Run ``notebook`` as in a fresh Colab runtime, under ``root`` (an empty folder
     for its working directory, ``root/content``; its environment, ``root/env``;
     its kernel): a new environment over ``base`` (default: ``base_runtime()``), its
     install cell pointed at ``wheel``, pip reading only ``wheels`` (default:
-    ``wheelhouse`` of otter-grader) and that wheel. Returns the executed node."""
+    ``wheelhouse`` of otter-grader) and that wheel; or, with ``index`` (default:
+    the environment's ``FRESH_RUNTIME_INDEX=1``), pip resolving what the notebook
+    installs from the package index, as on Colab (a network the check's machines
+    may not have). Returns the executed node."""
     from install_cell import otter_requirement
 
+    if index is None:
+        index = os.environ.get("FRESH_RUNTIME_INDEX") == "1"
     base = base or base_runtime()
-    wheels = wheels or wheelhouse([otter_requirement()])
+    if not index:
+        wheels = wheels or wheelhouse([otter_requirement()])
     python = fresh_environment(base, root / "env")
-    env = kernel_environment(wheels)
+    env = kernel_environment(None if index else wheels)
     kernels = fake_colab_kernel(root / "kernel", python, env)
     folder = root / "content"
     folder.mkdir(parents=True)

@@ -68,6 +68,33 @@ COLAB_PREINSTALLED = (
     "sphinx",
     "psutil",
 )
+# Colab's own versions of the Jupyter stack a notebook runs under there, older than what
+# pip would pick (IPython 7, ipykernel 6.17, ipywidgets 7): the fresh-runtime check
+# installs these exactly. Read on 2026-12-06 from googlecolab/backend-info's
+# pip-freeze.txt at commit a724079 (2026-08-19, "Upgrade to Python 3.13"; Colab's
+# Python was then 3.13.15, its torch 2.11.0+cpu); read them again from there.
+COLAB_PINS_READ = "googlecolab/backend-info pip-freeze.txt at a724079 (2026-08-19)"
+COLAB_PINS = {
+    "ipython": "7.34.0",
+    "ipykernel": "6.17.1",
+    "ipywidgets": "7.7.1",
+    "notebook": "6.5.7",
+    "tornado": "6.5.7",
+    "jupyter-client": "7.4.9",
+    "traitlets": "5.7.1",
+    "matplotlib-inline": "0.2.2",
+}
+
+
+def colab_requirements() -> list[str]:
+    """What the fresh-runtime check installs beside torch: ``COLAB_PREINSTALLED``, the
+    Jupyter stack pinned to ``COLAB_PINS``."""
+    named = list(COLAB_PREINSTALLED) + [
+        name for name in COLAB_PINS if name not in COLAB_PREINSTALLED
+    ]
+    return [f"{n}=={COLAB_PINS[n]}" if n in COLAB_PINS else n for n in named]
+
+
 # their import names, with torch (whose build the check takes from TORCH_SPEC)
 # and what ipykernel brings
 COLAB_MODULES = frozenset(
