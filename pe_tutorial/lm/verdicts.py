@@ -17,8 +17,10 @@ parts), and the question "is A below B?" is a question about the mean of the
    ``paired_verdict`` also draws seeds and *files* with replacement (a
    file's segments go together), the crossed bootstrap of seeds x files; the
    verdict then needs both the paired t-test and the bootstrap to exclude 0,
-   and its p-value is the larger of the two (each is a valid test, so their
-   maximum is a valid, conservative one). The interval shown is the wider.
+   and its p-value is the larger of the two, so it is never below the
+   t-test's: the bootstrap can only widen what the t-test says, which is what
+   keeps the rule sound where the bootstrap alone is not (with three seeds,
+   below). The interval shown is the wider.
 3. **Correct for the family.** A chapter that states forty verdicts at 5%
    each would state about two false ones by chance. ``verdict_family`` adjusts
    the p-values of a named family of claims with Holm's step-down rule (the
