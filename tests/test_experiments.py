@@ -846,6 +846,8 @@ def test_each_setting_a_unit_reads_is_in_its_fingerprint_and_no_other(
         tuned=(("alibi", (("learning_rate", 1e-2),)),),
         test_bytes=5_000,
         global_interpolation=(8.0,),
+        # a declared family of claims: read by no unit, so in no fingerprint
+        families=(("a family", ("alibi - rope at 1L",), "holm"),),
         # a reader's scheme file: its text is what the fingerprints hold
         schemes_from=(str(tmp_path / "walk_pe.py"),),
     )

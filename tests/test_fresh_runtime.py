@@ -105,6 +105,10 @@ def test_the_base_runtime_is_made_again_when_colabs_package_list_changes(
     monkeypatch.setattr(install_cell, "COLAB_PINS", pins)
     assert "ipykernel==6.99.0" in installed()[1]
     assert installed() == []
+    # another Python (a 3.11 runtime met a 3.13 wheelhouse): made again by it
+    monkeypatch.setattr(sys, "version", "3.13.0 (another Python)")
+    assert installed()[0] == ["torch==2.13.0"]
+    assert installed() == []
     assert len(list(venv.glob(".colab-*"))) == 1  # made again from nothing
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 import tomllib
 from pathlib import Path
 
@@ -237,9 +238,22 @@ def test_the_books_records_are_reused_where_the_settings_match(kerple, monkeypat
     changed setting, other tuned rates or another device trains it again."""
     best = {"learning_rate": 3e-3, "position_lr_multiplier": 10.0}
     stages = judging.stage_presets(kerple, KERPLE, best=best)
+    # the text stage reads this Python's standard library: the book's records read
+    # Python 3.11.7's, so under another Python its baselines are trained again
+    recorded = judging.load_results("heldout")["metadata"]["corpora"]["stdlib"]
+    same_python = recorded["source"].startswith(f"Python {platform.python_version()} ")
     for stage, preset in stages.items():
         reasons = judging.baseline_sources(stage, preset, judging.BOOK_SCHEMES, CPU)
-        assert reasons == dict.fromkeys(judging.BOOK_SCHEMES)
+        if stage == "tasks" or same_python:
+            assert reasons == dict.fromkeys(judging.BOOK_SCHEMES), stage
+        else:
+            assert all(
+                why.startswith(
+                    "the recorded heldout run read another corpus: "
+                    f"{recorded['source']!r}"
+                )
+                for why in reasons.values()
+            ), reasons
     changed = judging.stage_presets(
         kerple, KERPLE, best=best, settings=["train.steps=5"]
     )
@@ -259,11 +273,11 @@ def test_the_books_records_are_reused_where_the_settings_match(kerple, monkeypat
         return record
 
     monkeypatch.setattr(judging, "load_results", other_rates)
-    reasons = judging.baseline_sources(
-        "heldout", stages["heldout"], ("rope", "alibi"), CPU
-    )
+    # the tasks stage reads no corpus, so it holds under any Python
+    stage, book = ("heldout", "heldout") if same_python else ("tasks", "tuned")
+    reasons = judging.baseline_sources(stage, stages[stage], ("rope", "alibi"), CPU)
     assert reasons == {
-        "rope": "the recorded heldout run trained rope at other rates",
+        "rope": f"the recorded {book} run trained rope at other rates",
         "alibi": None,
     }
 

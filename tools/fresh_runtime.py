@@ -92,7 +92,10 @@ def base_runtime(
     index_url = index_url or os.environ.get("TORCH_INDEX_URL") or None
     python = venv / "bin" / "python"
     wanted = colab_requirements()
-    stamp = venv / f".colab-{_key(torch_spec, index_url or '', *wanted)}"
+    # made by this Python (its venv): another Python makes another runtime, whose
+    # wheels (the wheelhouse's too) are another Python's
+    key = _key(sys.version, torch_spec, index_url or "", *wanted)
+    stamp = venv / f".colab-{key}"
     with locked(venv):
         if not stamp.exists():
             shutil.rmtree(venv, ignore_errors=True)
