@@ -143,20 +143,9 @@ class FamilyDeclaration:
             table.get("correction", "holm"),
         )
 
-    def to_table(self) -> dict:
-        return {
-            "name": self.name,
-            "correction": self.correction,
-            "claims": [claim.text for claim in self.claims],
-        }
-
     @property
     def schemes(self) -> set[str]:
         return {s for claim in self.claims for s in claim.schemes}
-
-    @property
-    def multiples(self) -> set[int]:
-        return {m for claim in self.claims for m in claim.multiples}
 
     def family(self, record: dict, entries: dict[str, dict], length: int) -> Family:
         """The declared claims read from ``record``, whose entry for each scheme is
