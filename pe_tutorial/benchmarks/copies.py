@@ -52,67 +52,115 @@ register(
 )
 
 
-# a copy is "from memory" when its bandwidth is within this factor of the largest copy's
+# a copy is "from memory" when its bandwidth is within this factor of the memory
+# bandwidth on either side: memory / MEMORY_BAND <= bandwidth <= MEMORY_BAND * memory
 MEMORY_BAND = 1.25
 
 
-def copy_regimes(result) -> dict[str, float]:
+def in_memory_band(gb_s: float, memory_gb_s: float) -> bool:
+    """Whether a copy of ``gb_s`` is within ``MEMORY_BAND`` of ``memory_gb_s``,
+    on both sides: ``memory / MEMORY_BAND <= gb_s <= MEMORY_BAND * memory``."""
+    return memory_gb_s / MEMORY_BAND <= gb_s <= MEMORY_BAND * memory_gb_s
+
+
+def copy_regimes(result) -> dict:
     """Where copies stop fitting in cache, read from a ``copy_sizes`` run (chapter 10).
 
-    ``memory_gb_s`` is the bandwidth of the largest copy; ``memory_from_bytes``
-    the smallest size from which every larger copy is within ``MEMORY_BAND``
-    of it (from there on, the caches no longer help); ``cache_gb_s`` the best
-    bandwidth of any smaller copy. Measured, not read from sysfs: a virtual
-    machine reports the whole chip's last-level cache, shared with other
-    tenants, and a benchmark needs the size where the copy really slows down.
+    ``memory_gb_s`` is the bandwidth of the largest steady copy (the largest
+    copy, unless its row is marked noisy, ``Timing.noisy``). A copy is in the
+    memory regime when its bandwidth ``bw`` is within ``MEMORY_BAND`` of it on
+    both sides::
+
+        memory_gb_s / MEMORY_BAND <= bw <= MEMORY_BAND * memory_gb_s
+
+    (``in_memory_band``): faster is a cache at work, slower a fixed cost per
+    call that a small copy does not amortise (a GPU's launch-bound copies).
+    The walk goes down from the largest size and stops at the first steady
+    copy outside the band, ``outside_bytes`` (None when every steady copy is
+    inside). ``memory_from_bytes`` is the smallest steady copy the walk
+    passed inside the band: every steady copy from there to the largest is in
+    the band. A noisy row is neither inside nor outside and is never the
+    edge: the walk steps over it, and ``noisy_bytes`` lists the sizes it
+    stepped over (largest first). A noisy size below ``memory_from_bytes``
+    lies between the edge and ``outside_bytes``: the regime of that size is
+    not determined, and the edge is only known to lie above
+    ``outside_bytes`` and at or below ``memory_from_bytes``.
+
+    ``cache_gb_s`` is the best bandwidth of the steady copies smaller than
+    ``memory_from_bytes`` (``memory_gb_s`` where there are none); on a GPU
+    whose small copies are launch-bound and show no cache plateau it may be
+    below ``memory_gb_s``. Measured, not read from sysfs: a virtual machine
+    reports the whole chip's last-level cache, shared with other tenants,
+    and a benchmark needs the size where the copy really slows down. A
+    ValueError for a run of fewer than two sizes or without a steady copy.
     """
     copies = sorted(
         (t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved
     )
     if len(copies) < 2:
         raise ValueError("copy_regimes needs a copy_sizes run of two sizes or more")
-    memory = copies[-1].bandwidth_gb_s
-    start = len(copies) - 1
-    while start > 0 and copies[start - 1].bandwidth_gb_s <= MEMORY_BAND * memory:
-        start -= 1
-    smaller = [t.bandwidth_gb_s for t in copies[:start]] or [memory]
+    steady = [t for t in copies if not t.noisy]
+    if not steady:
+        raise ValueError(
+            "every copy of the copy_sizes run is marked noisy: no memory "
+            "bandwidth and no regime edge can be read from it; record it again"
+        )
+    memory = steady[-1].bandwidth_gb_s
+    edge, outside, noisy = steady[-1], None, []
+    for t in reversed(copies):
+        if t.noisy:
+            noisy.append(t.bytes_moved)
+        elif not in_memory_band(t.bandwidth_gb_s, memory):
+            outside = t
+            break
+        else:
+            edge = t
+    smaller = [
+        t.bandwidth_gb_s for t in steady if t.bytes_moved < edge.bytes_moved
+    ] or [memory]
     return {
         "memory_gb_s": memory,
-        "memory_from_bytes": copies[start].bytes_moved,
+        "memory_from_bytes": edge.bytes_moved,
         "cache_gb_s": max(smaller),
+        "outside_bytes": None if outside is None else outside.bytes_moved,
+        "noisy_bytes": noisy,
     }
 
 
 # the memory ceiling is read from copies at least this many times the largest
-# copy that still ran from cache
+# steady copy outside the memory band (on a CPU, the largest that ran from cache)
 CEILING_FACTOR = 4
 
 
 def memory_ceiling(result) -> dict[str, float]:
     """The one memory bandwidth of a machine, from its ``copy_sizes`` run (chapter 10).
 
-    ``cache_edge_bytes`` is the largest copy that still ran faster than memory
-    (``copy_regimes``: more than ``MEMORY_BAND`` times the largest copy's
-    bandwidth), measured rather than read from the system; ``gb_s`` is the
+    ``cache_edge_bytes`` is where ``copy_regimes``' walk down from the largest
+    copy left the memory band (``outside_bytes``): the largest steady copy
+    outside it, on a CPU one that still ran from cache, faster than memory,
+    on a GPU possibly a launch-bound one, slower; a noisy row is never the
+    edge. It is measured rather than read from the system. ``gb_s`` is the
     median bandwidth of every copy of at least ``CEILING_FACTOR`` times that
-    size, where no cache can hold a useful share of the bytes, and
-    ``sizes`` says how many copies it is the median of. Every "share of the
-    memory bandwidth" in the book divides by this one number. A run whose
-    largest copy is not that far past the edge is a ValueError saying so.
+    size (``from_bytes``; ``copy_regimes``' ``memory_from_bytes`` where every
+    steady copy is in the band and there is no edge), where no cache can
+    hold a useful share of the bytes, and ``sizes`` says how many copies it
+    is the median of. Every "share of the memory bandwidth" in the book
+    divides by this one number. A run whose largest copy is not that far
+    past the edge is a ValueError saying so.
     """
     regimes = copy_regimes(result)
     copies = sorted(
         (t for t in result.timings if t.is_copy), key=lambda t: t.bytes_moved
     )
-    faster = [t for t in copies if t.bytes_moved < regimes["memory_from_bytes"]]
-    edge = faster[-1].bytes_moved if faster else None
-    floor = CEILING_FACTOR * edge if edge is not None else copies[0].bytes_moved
+    edge = regimes["outside_bytes"]
+    floor = CEILING_FACTOR * edge if edge is not None else regimes["memory_from_bytes"]
     plateau = [t.bandwidth_gb_s for t in copies if t.bytes_moved >= floor]
     if not plateau:
         raise ValueError(
             f"the largest copy ({bench.format_bytes(copies[-1].bytes_moved)}) is not "
-            f"{CEILING_FACTOR} times the largest that ran from cache "
-            f"({bench.format_bytes(edge)}); run copy_sizes with larger sizes"
+            f"{CEILING_FACTOR} times the largest that ran from cache, or "
+            f"launch-bound, outside the memory band ({bench.format_bytes(edge)}); "
+            "run copy_sizes with larger sizes"
         )
     return {
         "gb_s": statistics.median(plateau),
