@@ -11,7 +11,9 @@ tolerance:
 
 - ``"naive"``: the explicit softmax above, with the bias materialised;
 - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the
-  bias (and mask) materialised as its float ``attn_mask``;
+  bias (and mask) materialised as its float ``attn_mask``, or, for causal
+  attention with no mask and no bias, its own ``is_causal`` path
+  (``sdpa_arguments`` says which);
 - ``"flex"``: FlexAttention (Dong et al., 2024) with a ``score_mod`` that
   computes the bias from ``(batch, head, q_idx, kv_idx)`` where the scheme
   has a per-score formula, so no ``(seq x seq)`` bias is stored, and the
@@ -68,6 +70,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "attend",
+    "sdpa_arguments",
     "AttentionConfig",
     "MultiHeadAttention",
 ]
@@ -172,20 +175,6 @@ def padding_mask(
 # ---------------------------------------------------------------------------
 
 
-def _naive(q, k, v, bias, mask):
-    return dot_product_attention(q, k, v, bias=bias, mask=mask)
-
-
-def _sdpa(q, k, v, bias, mask):
-    if bias is None:
-        # boolean: SDPA shares the convention True = may attend
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    attn_mask = bias.to(q.dtype)
-    if mask is not None:
-        attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-
-
 def compile_flex(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -226,10 +215,6 @@ def compile_flex(
     )
     synchronize(q.device)
     return time.perf_counter() - start
-
-
-# the dense kernels; "flex" goes through flex.attend_flex
-_KERNEL_FUNCTIONS = {"naive": _naive, "sdpa": _sdpa}
 
 
 def _check_kernel(kernel: str) -> None:
@@ -281,6 +266,86 @@ def _combined_mask(
         lower = causal_mask(q.shape[-2], k.shape[-2], device=q.device)[None, None]
         mask = lower if mask is None else mask & lower
     return mask
+
+
+def _open_empty_rows(
+    mask: torch.Tensor | None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``mask`` with each query that sees no key opened to every key, and those
+    queries, ``(B|1, H|1, Tq, 1)``, whose outputs ``attend`` zeroes (no NaN, and
+    finite gradients); ``(None, None)`` for no mask."""
+    if mask is None:
+        return None, None
+    empty = ~mask.any(dim=-1, keepdim=True)
+    return mask | empty, empty
+
+
+def _sdpa_call(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    bias: torch.Tensor | None,
+    mask: torch.Tensor | None,
+    causal: bool,
+) -> tuple[dict, torch.Tensor | None]:
+    """``sdpa_arguments``, and the queries with no key whose outputs become zeros."""
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    # SDPA's is_causal keeps j <= i counted from the top left; causal_mask keeps
+    # the last q_len of k_len positions (bottom right): the same only when
+    # q_len == k_len. A length of 0 goes on to causal_mask, which refuses it.
+    if causal and mask is None and bias is None and 0 < q_len == k_len:
+        return {"attn_mask": None, "is_causal": True}, None
+    mask, empty = _open_empty_rows(_combined_mask(mask, causal, q, k))
+    if bias is None:
+        # boolean: SDPA shares the convention True = may attend
+        return {"attn_mask": mask, "is_causal": False}, empty
+    attn_mask = bias.to(q.dtype)
+    if mask is not None:
+        attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
+    return {"attn_mask": attn_mask, "is_causal": False}, empty
+
+
+def sdpa_arguments(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    causal: bool = False,
+) -> dict:
+    """The ``attn_mask`` and ``is_causal`` that ``attend(..., kernel="sdpa")`` passes
+    ``F.scaled_dot_product_attention``, as a dict of those two keywords.
+
+    ``q`` and ``k`` as the kernel gets them (rotated by the scheme), ``bias``
+    the scheme's bias (or None), ``mask`` the caller's boolean mask (or None)
+    and ``causal`` as given to ``attend``. A benchmark asks
+    ``devices.sdpa_backend(q, k, v, **sdpa_arguments(...))`` which kernel
+    the timed call runs.
+
+    Causal attention with no mask and no bias, with as many queries as keys,
+    takes SDPA's own causal path: ``is_causal=True`` and no ``attn_mask``. On
+    CUDA any ``attn_mask`` rules out FlashAttention, and with it the causal
+    kernels' skipping of the tiles above the diagonal (about half of them at
+    long lengths; chapter 10), so a causal reference given the mask instead
+    would time a kernel that causal SDPA does not use. SDPA's
+    ``is_causal`` counts ``j <= i`` from the top left, while ``causal_mask``
+    makes the queries the last ``q_len`` positions (bottom right): the two
+    masks are the same only when ``q_len == k_len``, so other lengths get the
+    mask materialised. Otherwise the caller's mask and the causal one are
+    combined, a query that sees no key is opened to every key (``attend``
+    then zeroes its output), and the mask is passed as a boolean
+    ``attn_mask``, or, with a bias, folded into it as ``-inf``.
+    """
+    if bias is not None:
+        bias = check_scores_shape("bias", bias, q, k)
+    return _sdpa_call(q, k, bias, mask, causal)[0]
+
+
+def _scheme_bias(
+    scheme: PositionScheme, q: torch.Tensor, k: torch.Tensor, causal: bool
+) -> torch.Tensor | None:
+    """The scheme's bias with leading 1s up to the scores' rank, or None."""
+    bias = scheme.bias(q, k, causal=causal)
+    return None if bias is None else check_scores_shape("bias", bias, q, k)
 
 
 def _check_flex_options(kernel: str, block_mask, compile: bool, mask) -> None:
@@ -336,23 +401,23 @@ def attend(
     q, k = scheme.rotate(q, k)
     if kernel == "flex":
         return attend_flex(q, k, v, scheme, mask, causal, block_mask, compile)
-    mask = _combined_mask(mask, causal, q, k)
-    empty = None
-    if mask is not None:
-        # rows with no key left attend anywhere (no NaN, finite gradients), then
-        # their output is zeroed below
-        empty = ~mask.any(dim=-1, keepdim=True)  # (B|1, H|1, Tq, 1)
-        mask = mask | empty
-    bias = scheme.bias(q, k, causal=causal)
-    if bias is not None:
-        bias = check_scores_shape("bias", bias, q, k)
-    if scheme.needs_weights:
-        # z_i = sum_j alpha_ij v_j + the scheme's term from the same alpha
-        weights = attention_weights(q, k, bias=bias, mask=mask)
-        out = weights @ v.float() + scheme.value_term(weights)
-        out = out.to(q.dtype)
+    if kernel == "sdpa":
+        # a scheme that needs the weights was refused above
+        arguments, empty = _sdpa_call(
+            q, k, _scheme_bias(scheme, q, k, causal), mask, causal
+        )
+        out = F.scaled_dot_product_attention(q, k, v, **arguments)
     else:
-        out = _KERNEL_FUNCTIONS[kernel](q, k, v, bias, mask)
+        # rows with no key left attend anywhere, then their output is zeroed below
+        mask, empty = _open_empty_rows(_combined_mask(mask, causal, q, k))
+        bias = _scheme_bias(scheme, q, k, causal)
+        if scheme.needs_weights:
+            # z_i = sum_j alpha_ij v_j + the scheme's term from the same alpha
+            weights = attention_weights(q, k, bias=bias, mask=mask)
+            out = weights @ v.float() + scheme.value_term(weights)
+            out = out.to(q.dtype)
+        else:
+            out = dot_product_attention(q, k, v, bias=bias, mask=mask)
     if empty is not None:
         out = out.masked_fill(empty, 0.0)
     return out

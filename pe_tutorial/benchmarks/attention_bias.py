@@ -131,7 +131,7 @@ def attention_bias_suite(
         )
         cases.append(Case(name, fn, shapes, dtype_name))
     notes += with_peak_memory(cases, device)
-    kernels = sdpa_kernels(q, k, v)
+    kernels = sdpa_kernels(q, k, v, {"ALiBi": alibi, "T5": t5})
     notes.append(sdpa_note(kernels))
     return Plan(
         cases,

@@ -331,7 +331,8 @@ def attention_backward_suite(
         case.shapes = shapes
         case.dtype = dtype_name
     notes += with_peak_memory(cases, device)
-    kernels = sdpa_kernels(q, k, v, backward=True)
+    # T5's learned bias first: its "float bias" needs a gradient for the mask
+    kernels = sdpa_kernels(q, k, v, {"T5": t5, "ALiBi": alibi}, backward=True)
     notes.append(sdpa_note(kernels))
     return Plan(
         cases,

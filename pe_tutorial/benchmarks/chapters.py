@@ -14,8 +14,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention.core import attend, dot_product_attention, flex_available
-from ..attention.schemes import ALiBiScheme, ShawScheme, T5BiasScheme
+from ..attention.core import (
+    attend,
+    dot_product_attention,
+    flex_available,
+    sdpa_arguments,
+)
+from ..attention.schemes import (
+    ALiBiScheme,
+    NoPositionScheme,
+    PositionScheme,
+    ShawScheme,
+    T5BiasScheme,
+)
 from ..devices import sdpa_backend
 from ..encodings.absolute import (
     binary_encoding,
@@ -337,21 +348,40 @@ def attention_shape(device, shape, dtype):
     return (batch, heads, seq, head_dim)
 
 
-def sdpa_kernels(q, k, v, *, backward: bool = False) -> dict[str, str | None]:
-    """The kernel SDPA picks for these suites' two kinds of call (``devices.
-    sdpa_backend``): causal with no bias, and a materialised float bias of
-    (1, H, T, T) (the causal mask folded in). On a GPU the answer can flip a
-    Flex-against-SDPA verdict, so each record keeps it. ``backward``: for
-    inputs and a bias that need gradients."""
-    heads, seq = q.shape[1], q.shape[2]
-    bias = torch.zeros(1, heads, seq, seq, device=q.device, dtype=q.dtype)
+def _causal_sdpa_kernel(q, k, v, scheme: PositionScheme) -> str | None:
+    """The kernel SDPA picks for ``attend(q, k, v, scheme, causal=True,
+    kernel="sdpa")``, asked with the arguments that call passes it."""
+    q, k = scheme.rotate(q, k)
+    bias = scheme.bias(q, k, causal=True)
+    return sdpa_backend(q, k, v, **sdpa_arguments(q, k, bias=bias, causal=True))
+
+
+def sdpa_kernels(
+    q, k, v, schemes: dict[str, PositionScheme], *, backward: bool = False
+) -> dict[str, str | None]:
+    """The kernel SDPA picks for these suites' calls (``devices.sdpa_backend``),
+    asked with the arguments each timed ``attend(q, k, v, scheme, causal=True,
+    kernel="sdpa")`` passes it (``attention.core.sdpa_arguments``): causal with
+    no bias (SDPA's ``is_causal`` path, no mask), and each of ``schemes``'
+    biases materialised as a float ``attn_mask`` with the causal mask folded
+    in. ``"float bias"`` names the first scheme's kernel, and a scheme whose
+    call gets another kernel has an entry of its own, ``"float bias
+    (label)"``. On a GPU the answer can flip a Flex-against-SDPA verdict, so
+    each record keeps it. Asked under ``torch.no_grad``, as the forward suites
+    time; ``backward``: with gradients on and q, k and v needing them, as the
+    backward suite calls (a learned bias then needs its gradient too)."""
     if backward:
         q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
-        bias.requires_grad_()
-    return {
-        "causal, no bias": sdpa_backend(q, k, v, is_causal=True),
-        "float bias": sdpa_backend(q, k, v, attn_mask=bias),
-    }
+    with torch.set_grad_enabled(backward):
+        kernels = {"causal, no bias": _causal_sdpa_kernel(q, k, v, NoPositionScheme())}
+        first = None
+        for label, scheme in schemes.items():
+            kernel = _causal_sdpa_kernel(q, k, v, scheme)
+            if first is None:
+                first = kernels["float bias"] = kernel
+            elif kernel != first:
+                kernels[f"float bias ({label})"] = kernel
+    return kernels
 
 
 def sdpa_note(kernels: dict[str, str | None]) -> str:
@@ -417,7 +447,7 @@ def _bias_attention_plan(device, dtype, shape, schemes: dict, flex_scheme) -> Pl
         notes.append("Flex row skipped: this torch has no FlexAttention")
     for case in cases:
         case.fn = _no_grad(case.fn)
-    settings = {"shape": list(shape), "sdpa_kernel": sdpa_kernels(q, k, v)}
+    settings = {"shape": list(shape), "sdpa_kernel": sdpa_kernels(q, k, v, schemes)}
     notes.append(sdpa_note(settings["sdpa_kernel"]))
     return Plan(cases, notes=notes, settings=settings, reference=reference)
 
