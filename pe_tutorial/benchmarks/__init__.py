@@ -56,10 +56,12 @@ from ._core import (
     show,
 )
 from .cli import main
+from .round_ratios import RoundRatio, round_ratio
 from .timing import (
     PROBE_BYTES,
     NoisyRow,
     check_quotable,
+    check_ratio_quotable,
     noise_text,
     ratio_text,
     tensors_written,
@@ -82,8 +84,11 @@ __all__ = [
     "main",
     "ratio_text",
     "within_noise",
+    "RoundRatio",
+    "round_ratio",
     "NoisyRow",
     "check_quotable",
+    "check_ratio_quotable",
     "noise_text",
     "tensors_written",
     "PROBE_BYTES",

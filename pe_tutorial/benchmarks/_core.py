@@ -275,6 +275,7 @@ def merge_runs(runs: list[SuiteResult]) -> SuiteResult:
         merged = bench.Timing.from_dict(row.to_dict())
         merged.times_ms = [ms for t in rows for ms in t.times_ms]
         merged.process_medians_ms = [t.median_ms for t in rows]
+        merged.process_counts = [len(t.times_ms) for t in rows]
         merged.faults_per_call = statistics.median(faults) if faults else None
         timings.append(merged)
     bench.attach_copies(timings)

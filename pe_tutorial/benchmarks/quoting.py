@@ -4,14 +4,20 @@
 ordering is read from them); ``ratio_text`` words a ratio for a sentence and
 refuses a row the table marks noisy (``NoisyRow``), which ``check_quotable``
 enforces for ratios computed by hand; ``noise_text`` words what makes a row
-noisy, which is all a page may say of it. Rows are ``timing.Timing`` objects
-(not imported here: ``timing`` re-exports these names).
+noisy, which is all a page may say of it. Two rows timed in the same rounds
+are weighed by their per-round ratios (``round_ratios``: the ratio of the two
+rows in each round, its median and interquartile range), which cancel the
+drift that moves both rows alike; rows timed apart (or recorded before rounds
+were kept) by their medians and interquartile ranges. Rows are
+``timing.Timing`` objects (not imported here: ``timing`` re-exports these
+names).
 """
 
 from __future__ import annotations
 
 import statistics
 
+from .round_ratios import per_round
 from .tables import Timing, format_ms
 
 __all__ = [
@@ -21,6 +27,7 @@ __all__ = [
     "NoisyRow",
     "noise_text",
     "check_quotable",
+    "check_ratio_quotable",
     "ratio_text",
 ]
 
@@ -42,12 +49,15 @@ def quartiles_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 def within_noise(a: Timing, b: Timing) -> bool:
-    """Whether the interquartile ranges of ``a`` and ``b`` overlap.
+    """Whether the run cannot say which of ``a`` and ``b`` is faster.
 
-    Then half the calls of each fall inside the range of the other's middle
-    half, and the run cannot say which is faster: a page says "within noise"
-    and draws no ranking from them (chapter 10). Only rows sampled alike
-    (the same ``calls_per_sample``) can be weighed; others are a ``ValueError``.
+    Rows timed in the same rounds: 1 lies inside the interquartile range of
+    their per-round ratios (``round_ratios.RoundRatio.within_noise``). Rows
+    timed apart: their interquartile ranges overlap, so half the calls of each
+    fall inside the range of the other's middle half. Either way a page says
+    "within noise" and draws no ranking from them (chapter 10). Only rows
+    sampled alike (the same ``calls_per_sample``) can be weighed; others are a
+    ``ValueError``.
     """
     if a.calls_per_sample != b.calls_per_sample:
         raise ValueError(
@@ -56,6 +66,9 @@ def within_noise(a: Timing, b: Timing) -> bool:
             "data in cache, so the two cannot be weighed against each other; measure "
             "them in one table (bench.measure samples every row alike)"
         )
+    ratio = per_round(a, b)
+    if ratio is not None:
+        return ratio.within_noise
     return quartiles_overlap(a.quartiles_ms, b.quartiles_ms)
 
 
@@ -79,8 +92,8 @@ def noise_text(t: Timing) -> str:
 def check_quotable(*timings: Timing) -> None:
     """Raise ``NoisyRow`` if any of ``timings`` is marked noisy (``Timing.noisy``).
 
-    Every ratio a page words goes through here (``ratio_text``), so no chapter
-    can quote a ratio or an ordering from a row its own table stars.
+    For an absolute time, or rows timed apart; a ratio of two rows timed in the
+    same rounds goes through ``check_ratio_quotable``, which reads its rounds.
     """
     noisy = [t for t in timings if t.noisy]
     if noisy:
@@ -93,14 +106,43 @@ def check_quotable(*timings: Timing) -> None:
         )
 
 
-def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
-    """``a``'s median over ``b``'s for a sentence: ``'1.42 times'``, or
-    ``'1.08 times (within noise)'`` when their interquartile ranges overlap.
+def check_ratio_quotable(a: Timing, b: Timing) -> None:
+    """Raise ``NoisyRow`` unless ``a`` over ``b`` may be quoted.
 
-    A page glues this instead of the bare ratio, so a sentence never ranks
-    two rows that the run cannot tell apart (chapter 10); a row marked noisy
-    is refused (``NoisyRow``), since its median is not a finding.
+    Rows timed in the same rounds: their per-round ratios must be steady (their
+    interquartile range, and their processes' medians, within ``NOISY_SPREAD``
+    of the median), whatever the rows' absolute times did. Rows timed apart:
+    neither row may be noisy (``check_quotable``). Every ratio a page words goes
+    through here (``ratio_text``).
     """
-    check_quotable(a, b)
-    text = f"{a.ratio_to(b):.{digits}f} times"
+    ratio = per_round(a, b)
+    if ratio is None:
+        check_quotable(a, b)
+        return
+    if ratio.noisy:
+        raise NoisyRow(
+            f"no ratio can be quoted of {a.name!r} to {b.name!r}: "
+            f"{ratio.noise_text()}. Record the suite again on a quiet machine "
+            "(python -m pe_tutorial.benchmarks SUITE --device cpu --record "
+            "--processes 3), or say that the ratio is noisy instead of what it is"
+        )
+
+
+def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
+    """``a`` over ``b`` for a sentence, with its range where it has one.
+
+    Rows timed in the same rounds: the median per-round ratio and its
+    interquartile range, ``'1.42 times (1.38-1.47 per round)'``; rows timed
+    apart: the ratio of medians, ``'1.42 times'``. ``' (within noise)'`` is
+    added when the run cannot order the two (``within_noise``), so a sentence
+    never ranks rows that the run cannot tell apart (chapter 10). A noisy ratio
+    is refused (``NoisyRow``; ``check_ratio_quotable``).
+    """
+    check_ratio_quotable(a, b)
+    ratio = per_round(a, b)
+    if ratio is None:
+        text = f"{a.ratio_to(b):.{digits}f} times"
+    else:
+        q1, q3 = ratio.quartiles
+        text = f"{ratio.median:.{digits}f} times ({q1:.{digits}f}-{q3:.{digits}f} per round)"
     return text + " (within noise)" if within_noise(a, b) else text

@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..memory import PEAK_METHOD
+from .round_ratios import NOISY_SPREAD, per_round
 
 # a row: a ``timing.Timing`` (timing imports this module, not the reverse)
 Timing = Any
 
-__all__ = ["NOISY_SPREAD", "TABLE_WIDTH", "format_ms", "format_table", "sampling_text"]
-
-# A row whose interquartile range, or whose processes' medians, spread over more
-# than this fraction of its median is marked.
-NOISY_SPREAD = 0.25
+__all__ = [
+    "NOISY_SPREAD",
+    "TABLE_WIDTH",
+    "format_ms",
+    "format_table",
+    "sampling_text",
+]
 
 
 def _shape_text(shapes: dict) -> str:
@@ -175,6 +178,10 @@ class _Columns:
     device_type: str | None = None
     faults: bool = False
     processes: int = 0
+    # the copy row of each (bytes moved, allocates), the rows' ``x copy``
+    copies: dict = field(default_factory=dict)
+    # whether a ratio cell came from per-round ratios (the footer says so)
+    per_round: bool = False
 
     @classmethod
     def choose(cls, timings: list[Timing], peak, ref: Timing | None) -> _Columns:
@@ -200,7 +207,23 @@ class _Columns:
         processes = max(len(t.process_medians_ms or []) for t in timings)
         if processes > 1:
             names.append("runs %")
-        return cls(names, bandwidth, peak, copy, ref, memory, None, faults, processes)
+        layout = cls(names, bandwidth, peak, copy, ref, memory, None, faults, processes)
+        layout.copies = {(t.bytes_moved, t.allocates): t for t in timings if t.is_copy}
+        return layout
+
+    def ratio_cell(self, t: Timing, other: Timing | None) -> str:
+        """``t`` over ``other``: the median of their per-round ratios where they
+        were timed in the same rounds (``*`` when those rounds disagree), else
+        the ratio of their medians."""
+        if other is None:
+            return ""
+        if other is t:
+            return "1.00"
+        ratio = per_round(t, other)
+        if ratio is None:
+            return f"{t.median_ms / other.median_ms:.2f}"
+        self.per_round = True
+        return f"{ratio.median:.2f}" + (" *" if ratio.noisy else "")
 
     def row(self, t: Timing) -> list[str]:
         q1, q3 = t.quartiles_ms
@@ -214,10 +237,13 @@ class _Columns:
                 "" if bandwidth is None else f"{100 * bandwidth / self.peak:.0f}%"
             )
         if self.copy:
-            ratio = t.ratio_to_copy
-            row.append("" if ratio is None else f"{ratio:.2f}")
+            copy = self.copies.get((t.bytes_moved, t.allocates))
+            if copy is None and t.ratio_to_copy is not None:
+                row.append(f"{t.ratio_to_copy:.2f}")  # a copy_ms set by hand
+            else:
+                row.append(self.ratio_cell(t, copy))
         if self.ref is not None:
-            row.append(f"{t.ratio_to(self.ref):.2f}")
+            row.append(self.ratio_cell(t, self.ref))
         if self.memory:
             row.append("" if t.peak_bytes is None else _mib(t.peak_bytes))
         if self.faults:
@@ -241,6 +267,13 @@ class _Columns:
             footer += textwrap.wrap(text, width=88, subsequent_indent="  ")
         if self.ref is not None:
             footer.append(f"x ref: median over that of {self.ref.name!r}")
+        if self.per_round:
+            text = (
+                "x copy, x ref: the median of the two rows' ratios taken round by "
+                "round (both rows timed in every round); a ratio marked * has "
+                f"rounds or processes that disagree by more than {NOISY_SPREAD:.0%}"
+            )
+            footer += textwrap.wrap(text, width=88, subsequent_indent="  ")
         if self.memory:
             method = PEAK_METHOD.get(self.device_type or "")
             text = (

@@ -36,6 +36,8 @@ and ``tables`` prints a run (``format_table``, re-exported here).
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import os
 import random
 import statistics
 import time
@@ -64,6 +66,7 @@ from ..memory import peak_memory, tensors_written
 from .quoting import (
     NoisyRow,
     check_quotable,
+    check_ratio_quotable,
     noise_text,
     quartiles,
     ratio_text,
@@ -91,6 +94,7 @@ __all__ = [
     "within_noise",
     "NoisyRow",
     "check_quotable",
+    "check_ratio_quotable",
     "noise_text",
     "ratio_text",
     "time_function",
@@ -164,6 +168,12 @@ class Timing:
     allocates: bool = False
     faults_per_call: float | None = None
     process_medians_ms: list[float] | None = None
+    # the measurement that timed this row (one ``measure`` call): rows with the
+    # same token were sampled in the same rounds, sample k of each in round k,
+    # so their per-round ratios exist (``round_ratios``)
+    rounds: str | None = None
+    # for a recording merged from processes: how many of ``times_ms`` each gave
+    process_counts: list[int] | None = None
 
     @property
     def median_ms(self) -> float:
@@ -182,9 +192,11 @@ class Timing:
 
     @property
     def noisy(self) -> bool:
-        """Marked ``*`` in the table: its calls (interquartile range) or its
+        """Marked ``*`` in the table: its samples (interquartile range) or its
         recording processes (range of their medians) disagree by more than
-        ``NOISY_SPREAD`` of its median. No ratio or ordering is read from it."""
+        ``NOISY_SPREAD`` of its median. No time is read from it; a ratio to a
+        row timed in the same rounds is judged by its own rounds
+        (``round_ratios``)."""
         runs = self.process_spread or 0.0
         return self.spread > NOISY_SPREAD or runs > NOISY_SPREAD
 
@@ -414,13 +426,20 @@ def measure(
     calls, times, faults = _sample_rounds(
         everything, device, repeats, max_seconds, max_repeats, calls_per_sample
     )
-    timings = [_timing(*row, calls) for row in zip(everything, times, faults)]
+    rounds = f"{os.getpid()}-{next(_MEASUREMENTS)}"
+    timings = [_timing(*row, calls, rounds) for row in zip(everything, times, faults)]
     # a copy among the cases is its own baseline (and that of rows of its size)
     attach_copies(timings)
     return timings
 
 
-def _timing(case: Case, times: list[float], faults: list[float], calls: int) -> Timing:
+# numbers the measurements of this process (``Timing.rounds``)
+_MEASUREMENTS = itertools.count()
+
+
+def _timing(
+    case: Case, times: list[float], faults: list[float], calls: int, rounds: str
+) -> Timing:
     """A case's row: its times, and the median of its page faults per call."""
     return Timing(
         case.name,
@@ -433,6 +452,7 @@ def _timing(case: Case, times: list[float], faults: list[float], calls: int) -> 
         peak_bytes=case.peak_bytes,
         allocates=bool(case.allocates),
         faults_per_call=statistics.median(faults) if faults else None,
+        rounds=rounds,
     )
 
 
