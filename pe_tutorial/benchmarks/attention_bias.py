@@ -173,13 +173,13 @@ def bias_pairs(result) -> dict[tuple[str, str], tuple[bench.Timing, bench.Timing
 def bias_costs(result) -> dict[tuple[str, str], tuple[float, bool]]:
     """What each bias costs in each kernel: ``{(kernel, bias): (ratio, within_noise)}``.
 
-    ``ratio`` is the biased row's median over the same kernel's median without
-    a bias (``bias_pairs``); ``within_noise`` says whether the two rows'
-    interquartile ranges overlap (``bench.within_noise``), in which case the
-    run cannot tell the bias's cost from nothing.
+    ``ratio`` is the biased row's time over the same kernel's without a bias
+    (``bias_pairs``), per round where both were timed in the same rounds
+    (``bench.ratio_of``); ``within_noise`` says whether the run cannot tell
+    the bias's cost from nothing (``bench.within_noise``).
     """
     return {
-        key: (biased.ratio_to(plain), bench.within_noise(biased, plain))
+        key: (bench.ratio_of(biased, plain), bench.within_noise(biased, plain))
         for key, (biased, plain) in bias_pairs(result).items()
     }
 

@@ -334,14 +334,19 @@ def report(result) -> list[str]:
     for row, against in PAIRS:
         if row in names and against in names:
             slow, fast = names[against], names[row]
-            if slow.noisy or fast.noisy:
-                noise = " (a row is marked noisy: not a finding)"
+            try:
+                bench.check_ratio_quotable(slow, fast)
+                steady = True
+            except bench.NoisyRow:
+                steady = False
+            if not steady:
+                noise = " (the ratio is noisy: not a finding)"
             elif bench.within_noise(slow, fast):
                 noise = " (within noise)"
             else:
                 noise = ""
             lines.append(
-                f"{against}: {slow.ratio_to(fast):.2f}x the time of {row}{noise}"
+                f"{against}: {bench.ratio_of(slow, fast):.2f}x the time of {row}{noise}"
             )
     return lines
 

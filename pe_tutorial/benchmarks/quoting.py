@@ -29,7 +29,17 @@ __all__ = [
     "check_quotable",
     "check_ratio_quotable",
     "ratio_text",
+    "ratio_of",
+    "fastest_group",
+    "fastest_text",
+    "faults_differ",
 ]
+
+# page faults per call that differ by more than this factor make two rows unlike
+# (one pays for fresh memory the other does not), unless both are below
+# FAULTS_FLOOR per call (a few first touches, nothing next to the work)
+FAULTS_FACTOR = 2.0
+FAULTS_FLOOR = 8.0
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:
@@ -135,8 +145,10 @@ def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
     interquartile range, ``'1.42 times (1.38-1.47 per round)'``; rows timed
     apart: the ratio of medians, ``'1.42 times'``. ``' (within noise)'`` is
     added when the run cannot order the two (``within_noise``), so a sentence
-    never ranks rows that the run cannot tell apart (chapter 10). A noisy ratio
-    is refused (``NoisyRow``; ``check_ratio_quotable``).
+    never ranks rows that the run cannot tell apart (chapter 10), and the two
+    rows' page faults when they differ (``faults_differ``: one pays for fresh
+    memory the other does not). A noisy ratio is refused (``NoisyRow``;
+    ``check_ratio_quotable``).
     """
     check_ratio_quotable(a, b)
     ratio = per_round(a, b)
@@ -145,4 +157,54 @@ def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
     else:
         q1, q3 = ratio.quartiles
         text = f"{ratio.median:.{digits}f} times ({q1:.{digits}f}-{q3:.{digits}f} per round)"
-    return text + " (within noise)" if within_noise(a, b) else text
+    if within_noise(a, b):
+        text += " (within noise)"
+    if faults_differ(a, b):
+        text += (
+            f" (page faults per call differ: {a.faults_per_call:.0f} and "
+            f"{b.faults_per_call:.0f})"
+        )
+    return text
+
+
+def ratio_of(a: Timing, b: Timing) -> float:
+    """``a`` over ``b`` as the book quotes it: the median of their per-round
+    ratios where they were timed in the same rounds, else median over median."""
+    ratio = per_round(a, b)
+    return a.ratio_to(b) if ratio is None else ratio.median
+
+
+def faults_differ(a: Timing, b: Timing) -> bool:
+    """Whether ``a`` and ``b`` pay for fresh memory unlike: their minor page
+    faults per call differ by more than ``FAULTS_FACTOR`` (and the larger is
+    at least ``FAULTS_FLOOR``). Then a ratio between them weighs the operating
+    system's page handling as much as the work, and a page says so."""
+    fa, fb = a.faults_per_call, b.faults_per_call
+    if fa is None or fb is None:
+        return False
+    low, high = sorted((fa, fb))
+    return high >= FAULTS_FLOOR and high > FAULTS_FACTOR * low
+
+
+def fastest_group(rows: list[Timing]) -> list[Timing]:
+    """The fastest steady row of ``rows`` first, then every other row the run
+    cannot tell from it (``within_noise``): what "the fastest" may name.
+
+    Noisy rows are left out (a median that says nothing cannot be fastest);
+    a ``ValueError`` if none is steady."""
+    steady = [t for t in rows if not t.noisy]
+    if not steady:
+        names = ", ".join(repr(t.name) for t in rows)
+        raise ValueError(f"every row is marked noisy ({names}): none is the fastest")
+    best = min(steady, key=lambda t: t.median_ms)
+    return [best] + [t for t in steady if t is not best and within_noise(t, best)]
+
+
+def fastest_text(group: list[Timing]) -> str:
+    """``fastest_group`` for a sentence: ``"'a'"``, or ``"'a' (within noise of
+    it: 'b', 'c')"`` when the run cannot order them."""
+    first, *tied = group
+    text = repr(first.name)
+    if tied:
+        text += f" (within noise of it: {', '.join(repr(t.name) for t in tied)})"
+    return text

@@ -479,15 +479,17 @@ def train_step_profile(
 def report(result) -> list[str]:
     """Profile the run's steps and return the tables (``Suite.report``).
 
-    A run merged from several processes already holds their merged profile
-    (``merge_profile_settings``): it is printed, not measured again in the merging
-    process."""
+    A run that holds its profile already, recorded or merged from several
+    processes (``merge_profile_settings``), has it printed, not measured again:
+    a recorded run's table is computed afresh each time it is shown
+    (``SuiteResult.printed_notes``)."""
     settings = result.settings
-    if result.environment.get("processes", 1) > 1 and "profile" in settings:
+    if "profile" in settings:  # profiled already: a recorded or merged run
+        processes = result.environment.get("processes", 1)
+        where = f", in each of the {processes} processes" if processes > 1 else ""
         return [
-            "under torch.profiler, in each of the processes (self time by group; a "
-            "profiled step runs slower than the timed rows above, the shares carry "
-            "over):",
+            f"under torch.profiler{where} (self time by group; a profiled step runs "
+            "slower than the timed rows above, the shares carry over):",
             *StepProfile.from_dict(settings["profile"]).table_lines(),
         ]
     profiled = profile_train_step(

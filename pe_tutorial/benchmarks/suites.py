@@ -186,9 +186,21 @@ class SuiteResult:
         why = [f"sizes: {suite.why}"] if suite is not None and suite.why else []
         notes = [
             textwrap.fill(note, width=88, subsequent_indent="  ")
-            for note in why + self.notes
+            for note in why + self.printed_notes()
         ]
         return "\n".join([text, *notes])
+
+    def printed_notes(self) -> list[str]:
+        """The notes under the table: those written while the suite ran (rows
+        skipped and why, compile times), then the suite's report computed *now*
+        from this run's numbers by today's code (``Suite.report``), never the
+        report's sentences stored when it was recorded, which would outlive the
+        rule that wrote them."""
+        kept = self.notes[: len(self.notes) - self.report_notes]
+        suite = SUITES.get(self.suite)
+        if suite is None or suite.report is None:
+            return list(self.notes)
+        return kept + suite.report(self)
 
     def timing(self, name: str) -> bench.Timing:
         """The row called ``name`` (ValueError listing the rows otherwise)."""
