@@ -189,14 +189,34 @@ grade: install
 
 # The first GPU run (tools/gpu_evidence.py): chapter 10's suites recorded first, the eager,
 # compiled, Triton and Flex paths' agreement, the CUDA tests, then the rest, into $(EVIDENCE)
-# within 8 minutes; a dry run at tiny sizes on a CPU. It uses the Python at hand (the venv's if there is one, else
-# $(PYTHON)) and does not depend on `install`: on a GPU machine without a network it installs
-# nothing. BUNDLE=DIR also writes DIR/gpu-evidence.tar.gz and the two summaries.
+# within 8 minutes. .venv's pinned CPU torch cannot use a GPU, so it runs in a venv of its own,
+# $(GPU_VENV), made on first use as `install` makes .venv: torch from PyPI, unpinned (its CUDA
+# build on Linux x86; GPU_TORCH_SPEC changes it), the package with its bench extra, pytest and
+# hypothesis (in _build: `make clean` removes it). GPU_PYTHON=python3 runs that Python instead
+# and installs nothing (a GPU machine without a network, whose Python has torch's CUDA build).
+# Where torch sees no GPU it stops, saying why in one line. DRY_RUN=1 rehearses every step on
+# the CPU at tiny sizes instead (--dry-run, in .venv; a few minutes, most of it compiling).
+# BUNDLE=DIR also writes DIR/gpu-evidence.tar.gz and the two summaries.
+GPU_VENV ?= _build/venv-gpu
+GPU_TORCH_SPEC ?= torch
+GPU_PYTHON ?=
+DRY_RUN ?=
 EVIDENCE ?= _build/gpu-evidence
 BUNDLE ?=
-gpu-evidence:
-	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) tools/gpu_evidence.py \
-		--out $(EVIDENCE) $(if $(BUNDLE),--bundle $(BUNDLE))
+GPU_STAMP := $(GPU_VENV)/.installed-$(shell printf '%s' '$(GPU_TORCH_SPEC)' | sha256sum | cut -c1-16)
+
+$(GPU_STAMP): pyproject.toml
+	test -x $(GPU_VENV)/bin/python || $(PYTHON) -m venv $(GPU_VENV)
+	rm -f $(GPU_VENV)/.installed-*
+	$(GPU_VENV)/bin/python -m pip install -q --upgrade pip
+	$(GPU_VENV)/bin/python -m pip install -q "$(GPU_TORCH_SPEC)"
+	$(GPU_VENV)/bin/python -m pip install -q -e ".[bench]" pytest hypothesis
+	touch $@
+
+gpu-evidence: $(if $(GPU_PYTHON),,$(if $(DRY_RUN),install,$(GPU_STAMP)))
+	$(or $(GPU_PYTHON),$(if $(DRY_RUN),$(BIN)/python,$(GPU_VENV)/bin/python)) \
+		tools/gpu_evidence.py --out $(EVIDENCE) $(if $(BUNDLE),--bundle $(BUNDLE)) \
+		$(if $(DRY_RUN),--dry-run)
 
 clean:
 	rm -rf _build .pytest_cache .hypothesis

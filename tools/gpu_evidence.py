@@ -2,6 +2,7 @@
 
     python tools/gpu_evidence.py --out DIR            # or: make gpu-evidence
     python tools/gpu_evidence.py --out DIR --bundle B # also B/gpu-evidence.tar.gz
+    python tools/gpu_evidence.py --out DIR --dry-run  # the rehearsal on a CPU
 
 On a machine with one CUDA GPU it runs six steps, each in a process of its own
 under a wall-clock budget, so that a step that fails, hangs or crashes is
@@ -15,8 +16,9 @@ they run, most valuable first:
    compute capability and clocks, the checkout's commit when git can say it,
    and the suites the record steps should write.
 2. ``record-chapter-10``: what chapter 10 reads (``CHAPTER_10``: its suites
-   and chapter 9's ``train_step``, those its claims need most first, the
-   ones that compile FlexAttention last), ``python -m pe_tutorial.benchmarks SUITE ...
+   and chapter 9's ``train_step``; the copies every ratio rests on and the
+   ``rope`` suite first, before the cold compiles of the others, the ones
+   that compile FlexAttention last), ``python -m pe_tutorial.benchmarks SUITE ...
    --record --force --out DIR/results --max-seconds 10``: one
    ``bench-SUITE--DEVICE.json`` each, written as each suite ends, the files
    chapter 10 reads. Each record carries the GPU's clocks and SDPA's kernels
@@ -25,8 +27,8 @@ they run, most valuable first:
    a file says so in its ``busy`` key, and the summary lists it.
 3. ``agreement`` (``tools/gpu_agreement.py``): the paths that must compute the
    same thing do, on the GPU, in float32, float16 and bfloat16.
-4. ``tests`` (``tools/gpu_tests.py``): the tests that concern CUDA, with
-   pytest's JUnit report.
+4. ``tests`` (``tools/gpu_tests.py``): the tests that concern CUDA (not this
+   tool's own, whose dry run takes minutes), with pytest's JUnit report.
 5. ``repeat-chapter-10``: the suites whose ratios chapter 10 quotes most
    (``THREE_PROCESSES``) recorded again in three separate processes merged
    (the tables' runs column), replacing their one-process files suite by
@@ -54,13 +56,24 @@ the GPU, or a table with the wrong peak).
 the two summaries there: three files, for a runner that brings back only a
 few. The exit status is 0 when every step passed (skips allowed), else 1.
 
-On a machine without a GPU, or with ``--dry-run``, every step runs on the CPU
-at tiny sizes and says what it skipped: the suites are timed with
-``--smoke`` (one round, tiny sizes, one process: not a measurement), the
-Triton kernel runs in Triton's CPU interpreter, compiling is left out unless
-``--cpu-compile`` (the unit tests check it), and of the tests only those that
-skip without a GPU are collected (and skip). It takes about 30 s
-(tests/test_gpu_evidence.py runs it).
+Where torch sees no CUDA GPU the command stops at once with one line and
+exit status 2, saying why: ``nvidia-smi`` sees a GPU that this Python's torch
+cannot use (``.venv``'s pinned CPU build, say: ``make gpu-evidence`` runs it
+in a venv of its own with torch's CUDA build), or there is no GPU at all.
+
+``--dry-run`` rehearses every step on the CPU, and says so at its start, in
+its result line and in its summaries: the suites run with ``--smoke`` (one
+round at tiny sizes, not a measurement) and ``--smoke-compiled`` (their
+compiled rows, compiled FlexAttention where ``pe_tutorial.attention`` can
+compile it on the CPU, kept); ``rope_decode``'s CUDA-graph row runs with
+CUDA graphs mocked (``cpu_cuda_graphs``: the capture records the operators
+one call runs, a replay runs them again into the same tensors); the repeat
+step merges three processes (uncompiled, for time); the agreement compiles
+(``--cpu-compile``) and runs the Triton kernel in Triton's CPU interpreter;
+of the tests only those that skip without a GPU are collected (and skip).
+Each step gets twice its own budget (``DRY_RUN_STEP_FACTOR``). It takes 2 to
+3 minutes on a busy 2-core machine, most of it compiling and starting the
+processes (tests/test_gpu_evidence.py runs it).
 
 What the GPU machine needs: this checkout (``pe_tutorial/``, ``tests/``,
 ``tools/``, ``pyproject.toml``) and a Python with torch (2.5 or later, CUDA
@@ -69,7 +82,8 @@ with torch's CUDA build. The command installs nothing and reaches no network.
 Optional, for the ``rope`` suite's peers (skipped with a note when missing):
 transformers, rotary-embedding-torch, liger-kernel, flash-attn; on a machine
 without a network they travel as wheels beside the checkout and are put on
-``PYTHONPATH`` before the command (never installed by it). On a runner that
+``PYTHONPATH`` before the command (never installed by it): each step's
+``PYTHONPATH`` is the checkout's folders, then the caller's. On a runner that
 runs a command in the checkout and brings back a few files from ``$OUT``::
 
     python3 tools/gpu_evidence.py --out /tmp/gpu-evidence --bundle "$OUT"
@@ -78,6 +92,7 @@ runs a command in the checkout and brings back a few files from ``$OUT``::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.metadata
 import json
@@ -113,23 +128,24 @@ STEPS = (
     ("repeat-chapter-10", 120),
     ("record-others", 90),
 )
-# what chapter 10 reads (its suites and chapter 9's train_step), those its
-# claims need most first, and the suites that compile FlexAttention (the
-# longest cold start) last
+# what chapter 10 reads (its suites and chapter 9's train_step): the copies every
+# ratio rests on and the rope suite first (a first run's cold compiles of the
+# others must not cost them their time), those its claims need most next, and
+# the suites that compile FlexAttention (the longest cold start) last
 CHAPTER_10 = (
+    "copy_sizes",
+    "roofline",
+    "rope",
     "rope_decode",
     "train_step",
     "train_step_profile",
-    "rope",
-    "copy_sizes",
-    "roofline",
     "rope_in_cache",
     "rope_backward",
     "attention_bias",
     "attention_backward",
 )
 # recorded again in this many processes where the time allows
-THREE_PROCESSES = ("rope", "rope_decode", "copy_sizes")
+THREE_PROCESSES = ("copy_sizes", "rope", "rope_decode")
 PROCESSES = 3
 # the runner's limit the default budget is set against, and the margin kept
 LIMIT = 600.0
@@ -137,6 +153,8 @@ MARGIN = 60.0
 TOTAL_BUDGET = 480.0
 # a step out of time gets SIGTERM, then SIGKILL, each with half of this to end
 KILL_GRACE = 20.0
+# a dry run's step gets this many times its own budget (the whole run's is the same)
+DRY_RUN_STEP_FACTOR = 2
 # seconds kept back for each step still to come when one step's timeout is set
 RESERVE = 15.0
 # a step with less time than this left is skipped, not started
@@ -149,6 +167,16 @@ HAS_GPU_SECONDS = 60.0
 SUITE_SECONDS = 10.0
 PEERS = ("transformers", "rotary-embedding-torch", "liger-kernel", "flash-attn")
 VERSIONS = ("torch", "triton", "numpy", "pytest", "hypothesis", *PEERS)
+# the venv `make gpu-evidence` makes with torch's CUDA build (the Makefile's GPU_VENV)
+GPU_VENV = "_build/venv-gpu"
+# the dry run's record steps run the benchmarks' command line through this step
+SUITES_STEP = "suites"
+# this tool's own tests, left out of the tests step (the dry run they hold takes minutes)
+OWN_TESTS = "tests/test_gpu_evidence.py"
+DRY_RUN_LINE = (
+    "DRY RUN (--dry-run): every step on the CPU at tiny sizes, a rehearsal of the "
+    "GPU run's code paths; nothing here is GPU evidence, commit none of it"
+)
 
 
 # ---------------------------------------------------------------------------
@@ -265,7 +293,12 @@ class Evidence:
         log = self.logs / f"{name}.log"
         entry["log"] = str(log.relative_to(self.out))
         env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TOOLS)])
+        # the checkout first, then the caller's own (the peers' wheels, say)
+        ours = [str(ROOT), str(TOOLS)]
+        theirs = env.get("PYTHONPATH", "").split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(
+            ours + [path for path in theirs if path and path not in ours]
+        )
         start = time.monotonic()
         code = None
         with open(log, "w") as handle:
@@ -308,9 +341,23 @@ class Evidence:
         self.summary["ok"] = bool(steps) and all(s["status"] == "passed" for s in steps)
         self.summary["seconds"] = round(time.monotonic() - self.started, 1)
         _write_json(self.out / "summary.json", self.summary)
-        (self.out / "summary.txt").write_text(summary_text(self.summary))
+        (self.out / "summary.txt").write_text(text_of(self.summary))
         if self.bundle_to is not None:
             bundle(self.out, self.bundle_to)
+
+
+def text_of(summary: dict) -> str:
+    """``summary.txt``: ``gpu_summary.summary_text``, and a dry run said loudly, in
+    its first line and its result line."""
+    text = summary_text(summary)
+    if not summary["dry_run"]:
+        return text
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("result: "):
+            lines[i] = f"{line} (in a DRY RUN on the CPU: not GPU evidence)"
+            break
+    return "\n".join([DRY_RUN_LINE, *lines]) + "\n"
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -335,10 +382,19 @@ def _write_json(path: Path, document) -> None:
 
 
 def _record_command(python: str, suites, results: Path, args, processes: int = 1):
+    if args.dry_run:
+        # tiny sizes, one round: not a measurement. Through the step that mocks CUDA
+        # graphs on the CPU; the compiled rows kept in one process, and the merging
+        # of several processes checked on the uncompiled ones (each process pays
+        # its own imports and compiles: a minute more on a busy CPU)
+        command = [python, str(Path(__file__).resolve()), "--step", SUITES_STEP]
+        command += [*suites, "--record", "--out", str(results)]
+        command += ["--smoke", "--device", "cpu"]
+        if processes > 1:
+            return command + ["--processes", str(processes)]
+        return command + ["--smoke-compiled"]
     command = [python, "-m", "pe_tutorial.benchmarks", *suites, "--record"]
     command += ["--out", str(results)]
-    if args.dry_run:  # tiny sizes, one round, one process: not a measurement
-        return command + ["--smoke", "--device", "cpu"]
     command += ["--force", "--max-seconds", str(args.suite_seconds)]
     if processes > 1:
         command += ["--processes", str(processes)]
@@ -353,11 +409,12 @@ def step_commands(args, out: Path, evidence: Evidence) -> dict[str, list[str]]:
     results = out / "results"
     others = [name for name in _all_suites() if name not in CHAPTER_10]
     agreement = [python, str(TOOLS / "gpu_agreement.py"), "--out", str(out)]
-    if args.dry_run:
-        agreement.append("--dry-run")
-    if args.cpu_compile:
-        agreement.append("--cpu-compile")
-    tests = [python, "-m", "pytest", *cuda_test_files(marked_only=args.dry_run)]
+    if args.dry_run:  # the compiled paths too, as on the GPU
+        agreement += ["--dry-run", "--cpu-compile"]
+    # of the files that mention CUDA, not this tool's own tests (they run it)
+    files = cuda_test_files(marked_only=args.dry_run)
+    files = [name for name in files if name != OWN_TESTS]
+    tests = [python, "-m", "pytest", *files]
     tests += ["-p", "gpu_tests", "-q", "-rs", "-p", "no:cacheprovider"]
     tests += ["--junitxml", str(evidence.logs / "tests.xml")]
     return {
@@ -405,6 +462,8 @@ def run(args, started: float | None = None) -> int:
 
     names = [name for name, _ in STEPS]
     for index, (name, own) in enumerate(STEPS):
+        if args.dry_run:  # the CPU compiles and starts processes slower
+            own *= DRY_RUN_STEP_FACTOR
         later = len(names) - index - 1
         # the dry run's tests: those skipped for want of a GPU alone (quick)
         marked = {"GPU_EVIDENCE_TESTS": "marked"} if args.dry_run else {}
@@ -429,12 +488,15 @@ def run(args, started: float | None = None) -> int:
         evidence.write()
     if args.dry_run:
         summary["skipped"] += [
-            "suites timed with --smoke (tiny sizes, one round, one process): the "
-            "files in results/ are not measurements, never commit them",
+            "suites timed with --smoke (tiny sizes, one round; compiled rows kept, "
+            f"the {PROCESSES} processes of {' '.join(THREE_PROCESSES)} uncompiled): "
+            "the files in results/ are not measurements, never commit them",
+            "CUDA graphs: rope_decode's graph row ran with the graph mocked on the "
+            "CPU (see logs/record-chapter-10.log); no graph was captured",
             "the tests that need a GPU skip on the CPU (their count is under tests)",
         ]
     evidence.write()
-    print(summary_text(summary), end="")
+    print(text_of(summary), end="")
     return 0 if summary["ok"] else 1
 
 
@@ -475,17 +537,22 @@ def step_environment(out: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()  # the budget counts from here, the GPU probe included
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["--step", SUITES_STEP]:
+        return step_suites(argv[2:])
     parser = argparse.ArgumentParser(
         prog="python tools/gpu_evidence.py",
         description="On a GPU: chapter 10's suites recorded first, then the paths' "
-        "agreement, the CUDA tests and the other suites, into one folder. Without "
-        "one (or --dry-run): the same on the CPU at tiny sizes.",
+        "agreement, the CUDA tests and the other suites, into one folder. With "
+        "--dry-run: the same on the CPU at tiny sizes. Without a GPU torch can use "
+        "(and without --dry-run) it stops, saying why in one line (exit status 2).",
     )
     parser.add_argument("--out", required=True, help="the folder for everything")
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="every step on the CPU at tiny sizes (also what happens without a GPU)",
+        help="rehearse every step on the CPU at tiny sizes, the compiled paths, "
+        "mocked CUDA graphs and 3 processes included: not GPU evidence",
     )
     parser.add_argument(
         "--budget",
@@ -507,33 +574,217 @@ def main(argv: list[str] | None = None) -> int:
         help="also write DIR/gpu-evidence.tar.gz and the two summaries, after "
         "every step",
     )
-    parser.add_argument(
-        "--cpu-compile",
-        action="store_true",
-        help="on the CPU, check the compiled paths too (slow)",
-    )
     parser.add_argument("--step", choices=("environment",), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if not args.budget > 0 or not args.suite_seconds > 0:
         parser.error("--budget and --suite-seconds must be positive")
     if args.step == "environment":
         return step_environment(Path(args.out))
-    if not args.dry_run and not _has_gpu():
-        args.dry_run = True
+    if args.dry_run:
+        print(f"{DRY_RUN_LINE} (starting: its summary follows)", flush=True)
+    else:
+        problem = gpu_problem()
+        if problem is not None:
+            print(f"tools/gpu_evidence.py: {problem}", file=sys.stderr)
+            return 2
     return run(args, started)
 
 
-def _has_gpu() -> bool:
-    """Whether torch sees a CUDA GPU, asked in a process of its own (a broken driver
-    must not take this one down)."""
-    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+def gpu_problem() -> str | None:
+    """Why this Python cannot make the GPU run (one sentence), or None when its
+    torch sees a CUDA GPU. ``nvidia-smi`` says whether there is a GPU at all."""
+    usable, torch_says = _torch_cuda()
+    if usable:
+        return None
+    gpus, smi_says = _nvidia_smi_gpus()
+    if gpus:
+        return (
+            f"nvidia-smi sees a GPU ({gpus[0]}) but {torch_says}: run it with a "
+            "torch built for CUDA (`make gpu-evidence` makes and uses "
+            f"{GPU_VENV}, torch's CUDA build from PyPI), or give --dry-run to "
+            "rehearse on the CPU"
+        )
+    return (
+        f"no GPU here ({smi_says}; {torch_says}): there is nothing to record; give "
+        "--dry-run to rehearse every step on the CPU at tiny sizes"
+    )
+
+
+def _torch_cuda() -> tuple[bool, str]:
+    """Whether this Python's torch can use a CUDA GPU, and what it says, asked in a
+    process of its own (a broken driver must not take this one down)."""
+    code = (
+        "import json, warnings, torch\n"
+        "with warnings.catch_warnings(record=True) as said:\n"
+        "    warnings.simplefilter('always')\n"
+        "    ok = torch.cuda.is_available()\n"
+        "print(json.dumps([torch.__version__, torch.version.cuda, ok,"
+        " [str(w.message) for w in said]]))"
+    )
+    python = sys.executable
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code], timeout=HAS_GPU_SECONDS, cwd=ROOT
+            [python, "-c", code],
+            timeout=HAS_GPU_SECONDS,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
         )
-    except subprocess.SubprocessError:
-        return False
-    return done.returncode == 0
+    except subprocess.TimeoutExpired:
+        return False, f"{python}'s torch did not answer in {HAS_GPU_SECONDS:.0f} s"
+    except OSError as error:
+        return False, f"{python} cannot run ({error.strerror})"
+    try:
+        version, cuda, usable, said = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return False, f"{python} cannot import torch ({last[:200]})"
+    if usable:
+        return True, f"torch {version} sees a CUDA GPU"
+    if cuda is None:
+        return False, f"{python}'s torch {version} is built without CUDA"
+    hint = f" ({said[0].splitlines()[0][:200]})" if said else ""
+    return False, (
+        f"{python}'s torch {version} (CUDA {cuda}) cannot use it: "
+        f"torch.cuda.is_available() is False{hint}"
+    )
+
+
+def _nvidia_smi_gpus() -> tuple[list[str], str]:
+    """The GPUs ``nvidia-smi -L`` lists (none where it is missing or fails), and
+    what it said, in a few words."""
+    if shutil.which("nvidia-smi") is None:
+        return [], "no nvidia-smi"
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return [], f"nvidia-smi failed ({type(error).__name__})"
+    if done.returncode != 0:
+        return [], f"nvidia-smi failed (exit status {done.returncode})"
+    gpus = [line.strip() for line in done.stdout.splitlines() if line.startswith("GPU")]
+    return gpus, f"nvidia-smi lists {len(gpus)} GPU(s)"
+
+
+# ---------------------------------------------------------------------------
+# the dry run's record steps: the benchmarks' command line, CUDA graphs mocked
+# ---------------------------------------------------------------------------
+
+MOCKED_GRAPH_NOTE = (
+    "MOCKED on the CPU by the dry run (tools/gpu_evidence.py): the capture recorded "
+    "the operators one call ran and each replay runs them again into the same "
+    "tensors; the suite's capture, checks and report ran, no CUDA graph did"
+)
+
+
+def step_suites(argv: list[str]) -> int:
+    """``python -m pe_tutorial.benchmarks ARGV`` with CUDA graphs mocked on the CPU
+    (``cpu_cuda_graphs``): the dry run's record steps."""
+    from pe_tutorial.benchmarks import cli
+
+    with cpu_cuda_graphs():
+        return cli.main(argv)
+
+
+@contextlib.contextmanager
+def cpu_cuda_graphs():
+    """While open, ``rope_decode``'s CUDA-graph row runs on the CPU, mocked.
+
+    The suite's own capture code (``decode._graphed_cases``) runs as on a GPU,
+    with ``torch.cuda``'s streams and graphs replaced: the capture records each
+    aten operator one call runs (with the tensors it read and wrote) and
+    refuses those that wait for the device, as a real capture does (``.item()``,
+    ``nonzero``); a replay runs them again, each writing into the tensors the
+    capture's wrote (a graph's fixed addresses). The row is then checked
+    against its reference, timed and reported as on a GPU, with a note that
+    says it was mocked.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from pe_tutorial.benchmarks import decode
+
+    waits = {"aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero"}
+    waits.add("aten::equal")
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self, calls: list):
+            super().__init__()
+            self.calls = calls
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func._schema.name in waits:
+                raise RuntimeError(
+                    f"{func._schema.name} waits for the device, which a CUDA "
+                    "graph's capture does not allow (mocked on the CPU)"
+                )
+            out = func(*args, **kwargs)
+            self.calls.append((func, args, kwargs, out))
+            return out
+
+    def tensors(value) -> list:
+        values = value if isinstance(value, (tuple, list)) else [value]
+        return [v if isinstance(v, torch.Tensor) else None for v in values]
+
+    class Graph:
+        def __init__(self, *args, **kwargs):
+            self.calls: list = []
+
+        def replay(self) -> None:
+            for func, args, kwargs, out in self.calls:
+                again = func(*args, **kwargs)
+                for old, new in zip(tensors(out), tensors(again), strict=True):
+                    if old is None or new is None:
+                        continue
+                    # a view or an in-place result shares the old one's memory
+                    if new.untyped_storage().data_ptr() != (
+                        old.untyped_storage().data_ptr()
+                    ):
+                        old.copy_(new)
+
+    class Stream:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def wait_stream(self, other) -> None:
+            pass
+
+    class SeenAsCuda:
+        """The suite's inputs, their q reporting a CUDA device."""
+
+        def __init__(self, x):
+            self._x = x
+            self.q = type("Q", (), {"device": torch.device("cuda")})()
+
+        def __getattr__(self, name):
+            return getattr(self._x, name)
+
+    real = decode._graphed_cases
+
+    def graphed(x, one_call, notes):
+        if x.q.device.type == "cuda":
+            return real(x, one_call, notes)
+        from unittest import mock
+
+        with mock.patch.multiple(
+            torch.cuda,
+            Stream=Stream,
+            CUDAGraph=Graph,
+            current_stream=lambda *args, **kwargs: Stream(),
+            stream=lambda *args, **kwargs: contextlib.nullcontext(),
+            graph=lambda graph, *args, **kwargs: Recorder(graph.calls),
+        ):
+            cases = real(SeenAsCuda(x), one_call, notes)
+        notes.append(f"{decode.GRAPHED}: {MOCKED_GRAPH_NOTE}")
+        return cases
+
+    decode._graphed_cases = graphed
+    try:
+        yield
+    finally:
+        decode._graphed_cases = real
 
 
 if __name__ == "__main__":

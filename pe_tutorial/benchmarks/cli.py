@@ -9,7 +9,9 @@ a progress bar and the time each took (several names run those, in the order
 given: the GPU command records chapter 10's first): ``--all --record`` adds a device to the
 book in one step; a suite that fails there is reported and the others still
 run (the exit status is then 1). ``--smoke`` runs each suite at tiny sizes for
-one round (``Suite.smoke``): a check that every suite runs, not a measurement.
+one round (``Suite.smoke``): a check that every suite runs, not a measurement;
+``--smoke-compiled`` keeps the compiled rows its sizes leave out, and with
+``--processes`` smoke runs are merged too (the dry run of tools/gpu_evidence.py).
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
         "(with --record it needs --out)",
     )
     parser.add_argument(
+        "--smoke-compiled",
+        action="store_true",
+        help="with --smoke, keep the compiled rows its tiny sizes leave out "
+        "(torch.compile: seconds each on a CPU)",
+    )
+    parser.add_argument(
         "--processes",
         type=int,
         default=1,
@@ -143,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--processes must be at least 1, got {args.processes}")
         if args.processes > 1 and not args.record:
             raise ValueError("--processes N merges a recording: give it with --record")
-        if args.processes > 1 and args.smoke:
-            raise ValueError("--smoke measures nothing: --processes has no use there")
+        if args.smoke_compiled and not args.smoke:
+            raise ValueError("--smoke-compiled goes with --smoke")
         if args.smoke and args.record and not args.out:
             raise ValueError(
                 "--smoke records only into --out DIR: its tiny sizes are not a "
@@ -191,7 +199,12 @@ def _run_suite(suite, device, args, max_seconds: float | None):
     """One suite's run as the command line asks: recorded, smoke or plain."""
     many = args.all or len(args.suite) > 1
     dtype = args.dtype if args.dtype in suite.dtypes or not many else None
+    if args.smoke and args.processes > 1:  # the merging checked, nothing measured
+        return _in_processes(suite, device, dtype, args.repeats or 1, None, args)
     if args.smoke:
+        options = dict(suite.smoke)
+        if args.smoke_compiled:  # the builder's default: its compiled rows
+            options.pop("compiled", None)
         result = _core.run(
             suite.name,
             device,
@@ -199,9 +212,11 @@ def _run_suite(suite, device, args, max_seconds: float | None):
             warmup=0,
             repeats=args.repeats or 1,
             probes=False,
-            **suite.smoke,
+            **options,
         )
-        result.command += " --smoke"
+        result.command += (
+            " --smoke --smoke-compiled" if args.smoke_compiled else " --smoke"
+        )
         result.settings["smoke"] = True
         result.notes.insert(
             0,
@@ -254,6 +269,10 @@ def _in_processes(suite, device, dtype, repeats, max_seconds, args):
             command += ["--dtype", str(dtype)]
         if max_seconds is not None:
             command += ["--max-seconds", str(max_seconds)]
+        if args.smoke:
+            command += ["--smoke"] + (
+                ["--smoke-compiled"] if args.smoke_compiled else []
+            )
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
         return _core.SuiteResult.from_dict(json.loads(path.read_text()))
 
