@@ -1069,3 +1069,15 @@ def test_each_peer_gets_the_layout_its_library_expects_and_says_so():
     assert rows["rotary-embedding-torch"].shapes["layout"] == "q, k (B, H, T, D)"
     # the table names each peer's layout under its row
     assert peers.HF_LAYOUT in result.table()
+
+
+def test_a_recording_says_what_ran_beside_it(tmp_path):
+    argv = ["integer_tables", "--device", "cpu", "--record", "--out", str(tmp_path)]
+    argv += ["--repeats", "2", "--max-seconds", "1", "--force"]
+    assert benchmarks.main(argv + ["--beside", "a training run on both cores"]) == 0
+    (path,) = tmp_path.glob("bench-integer_tables--*.json")
+    run = benchmarks.SuiteResult.from_dict(json.loads(path.read_text()))
+    assert run.environment["ran_beside"] == "a training run on both cores"
+    assert "ran beside it: a training run on both cores" in run.table()
+    with pytest.raises(SystemExit):  # said of a recording only
+        benchmarks.main(["integer_tables", "--device", "cpu", "--beside", "nothing"])

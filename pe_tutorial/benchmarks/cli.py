@@ -96,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
         "after the other, and record them merged (the table shows their spread)",
     )
     parser.add_argument(
+        "--beside",
+        default=None,
+        metavar="TEXT",
+        help="with --record: what else ran on the machine while it recorded, kept "
+        "in the record's environment ('nothing' for a quiet machine)",
+    )
+    parser.add_argument(
         "--calls-per-sample", type=int, default=1, help=argparse.SUPPRESS
     )
     parser.add_argument(
@@ -151,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--processes must be at least 1, got {args.processes}")
         if args.processes > 1 and not args.record:
             raise ValueError("--processes N merges a recording: give it with --record")
+        if args.beside is not None and not args.record:
+            raise ValueError("--beside says what ran beside a recording: give --record")
         if args.smoke_compiled and not args.smoke:
             raise ValueError("--smoke-compiled goes with --smoke")
         if args.smoke and args.record and not args.out:
@@ -186,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(suite.name)
             print(f"FAILED: {suite.name}: {type(error).__name__}: {error}")
         else:
+            if args.beside is not None:
+                result.environment["ran_beside"] = args.beside
             _report(result, args)
         if many:
             print(f"{suite.name}: {time.perf_counter() - start:.0f} s\n", flush=True)

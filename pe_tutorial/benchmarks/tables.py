@@ -115,6 +115,8 @@ def _table_header(
         header.append(where)
         when = str(env.get("date", ""))[:16].replace("T", " ")
         header.append(f"torch {env.get('torch', '?')}, measured {when} UTC")
+        if env.get("ran_beside"):
+            header.append(f"ran beside it: {env['ran_beside']}")
     timed = [t for t in timings if not t.is_copy]
     dtypes = {t.dtype for t in timed}
     # a key every timed row has with the same value is said once, above the
