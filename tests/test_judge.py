@@ -446,28 +446,55 @@ def test_a_file_with_several_schemes_needs_scheme(tmp_path, capsys):
 
 
 def test_a_folder_of_another_judge_is_not_overwritten(judged, kerple, tiny, capsys):
-    """The stage files say what was run; other settings into the same folder stop."""
+    """The stage files say what was run; other settings into the same folder stop,
+    and the line names the setting that changed, with both values."""
     changed = [*tiny, "--set", "train.steps=3"]
     assert main(["judge", KERPLE, "--out", str(judged), *changed]) == 2
-    assert "tune.toml describes another experiment" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "tune.toml describes another experiment: the stage's settings " in err
+    assert "train.steps (2 then, 3 now) (a --set, --against or --smoke differs)" in err
+    assert "the scheme file" not in err and "code version" not in err
 
 
 def test_a_changed_scheme_file_is_not_judged_from_old_stages(
     judged, kerple, tiny, capsys, monkeypatch
 ):
     """A finished stage is reused only for the same file and code: the stage file
-    names both, so an edited scheme file stops instead of reading old records."""
+    names both, so an edited scheme file stops instead of reading old records,
+    and the line says it was the file."""
     real = scheme_files.digests
     monkeypatch.setattr(
         scheme_files, "digests", lambda sources: dict.fromkeys(real(sources), "edited")
     )
     assert main(["judge", KERPLE, "--out", str(judged), *tiny]) == 2
-    assert "tune.toml describes another experiment" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    digest = real([KERPLE])["kerple.py"]
+    assert (
+        "tune.toml describes another experiment: the scheme file kerple.py (sha256 "
+        f"{digest} when its stages ran, edited now). Its stages belong to that judge"
+    ) in err
+    assert "settings" not in err and "code version" not in err
     header = (judged / "tune.toml").read_text().splitlines()[1]
     assert header == (
         f"# Scheme files: {real([KERPLE])}; pe_tutorial code version "
         f"{judging.code_version()}."
     )
+
+
+def test_new_code_is_named_when_a_judge_is_refused(
+    judged, kerple, tiny, capsys, monkeypatch
+):
+    """The package's code changed since the stages ran (another code version):
+    the refusal says so, with both versions."""
+    old = judging.code_version()
+    monkeypatch.setattr(judging, "code_version", lambda: "0123456789abcdef")
+    assert main(["judge", KERPLE, "--out", str(judged), *tiny]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"describes another experiment: the package's code version ({old} when its "
+        "stages ran, 0123456789abcdef now)."
+    ) in err
+    assert "the same command, unchanged, resumes" in err
 
 
 def test_a_sweep_is_set_for_the_tuning_stages_only(kerple):
@@ -634,3 +661,200 @@ def test_the_readme_says_what_the_shipped_judge_of_kerple_found():
     assert "at 8x ahead of NoPE and behind RoPE, Shaw and DeBERTa" in readme
     card = root / "examples" / "kerple-card" / "report.md"
     assert judge["scheme_file_digest"] in card.read_text()
+
+
+# issue 69: a quick look first (--plan, --smoke), the scheme read at every length
+# before training, --resume, and a refusal that names what changed
+
+
+def test_plan_prints_the_stages_units_and_time_and_trains_nothing(
+    kerple, tmp_path, capsys
+):
+    """``judge --plan``: each stage with the units it would train and those it
+    reuses from the package's records (at the book's settings under the records'
+    Python every baseline is reused), the stand-in before tuning, and a time from
+    the book's records of the stages' presets, naming them; no folder is made."""
+    out = tmp_path / "j"
+    arguments = [KERPLE, "--plan", "--out", str(out), "--device", "cpu"]
+    assert main(["judge", *arguments, "--jobs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert not out.exists()
+    lines = {line.split()[0]: line for line in text.splitlines() if line[:2] == "  "}
+    assert list(lines) == ["tune", "tune-position", "heldout", "tasks"]
+    assert "4 units to train: kerple-log at 4 settings, seed 0" in lines["tune"]
+    assert "6 units to train: kerple-log at 6 settings" in lines["tune-position"]
+    assert "5 units to train: kerple-log, seeds 10-14" in lines["heldout"]
+    assert "6 units to train: kerple-log, seeds 0-2" in lines["tasks"]
+    recorded = judging.load_results("heldout")["metadata"]["corpora"]["stdlib"]
+    if recorded["source"].startswith(f"Python {platform.python_version()} "):
+        assert (
+            "45 units reused from the package's experiments-heldout.json: "
+            in (lines["heldout"])
+        )
+    assert (
+        "54 units reused from the package's experiments-tuned.json: nope, "
+        in (lines["tasks"])
+    )
+    assert "the book's tuned rates of t5 (learning_rate 0.003, " in text
+    assert "do not depend on it" in text
+    estimate = next(line for line in text.splitlines() if "Estimated time" in line)
+    for record in ("tuning", "tuning-position", "heldout", "tuned"):
+        meta = judging.load_results(record)["metadata"]
+        assert f"from experiments-{record}.json (cpu, {meta['device_name']}, " in (
+            estimate
+        )
+    minutes = int(estimate.split("about ")[1].split(" min")[0])
+    summed = int(estimate.split("--jobs 2 (")[1].split(" min")[0])
+    assert 15 <= minutes <= 60 and abs(summed / 2 - minutes) <= 1
+    # with one job the same units take twice the wall time
+    assert main(["judge", *arguments, "--jobs", "1"]) == 0
+    one = capsys.readouterr().out
+    assert f"about {summed} min with --jobs 1 ({summed} min" in one
+    assert "The scheme reads a row of every length the stages score" in text
+    assert "128, 256, 512, 1024 (the tune stage's language models, the " in text
+
+
+def test_smoke_runs_every_stage_tiny_and_gives_no_verdict(
+    kerple, tmp_path, capsys, monkeypatch
+):
+    """``judge --smoke``: every stage at tiny sizes into judge-SCHEME-smoke, the
+    baselines trained (never reused) at the same sizes; the record and the card
+    say "smoke: no verdict" and the card holds no verdict."""
+    monkeypatch.chdir(tmp_path)
+    arguments = ["--against", "rope", "--device", "cpu", "--no-progress"]
+    out = tmp_path / "judge-kerple-log-smoke"
+    assert main(["judge", KERPLE, "--smoke", "--plan", *arguments]) == 0
+    plan = capsys.readouterr().out
+    assert "--smoke into judge-kerple-log-smoke/" in plan and not out.exists()
+    assert "2 units to train: kerple-log, rope, seed 10 (baselines trained again: " in (
+        plan
+    )
+    assert "a smoke run's is start-up and scoring" in plan
+    assert main(["judge", KERPLE, "--smoke", *arguments]) == 0
+    stages = ["tune", "tune-position", "heldout", "tasks"]
+    assert all((out / f"{s}.json").is_file() for s in stages)
+    for stage in stages:
+        preset = preset_from_dict(read_experiment(out / f"{stage}.toml")[0])
+        assert preset.train.steps == judging.SMOKE["train"]["steps"]
+        assert preset.model["d_model"] == judging.SMOKE["model"]["d_model"]
+        assert len(preset.seeds) == 1
+    heldout = preset_from_dict(read_experiment(out / "heldout.toml")[0])
+    assert heldout.schemes == (kerple, "rope") and max(heldout.lengths) == 256
+    record = json.loads((out / "judged.json").read_text())
+    judge = record["settings"]["judge"]
+    assert judge["verdict"] == "smoke: no verdict"
+    assert record["preset"] == "judge-kerple-log-smoke"
+    assert judge["reused"] == {"heldout": {}, "tasks": {}}
+    assert judge["retrained"]["heldout"]["rope"] == judging.SMOKE_REASON
+    assert {e["scheme"] for e in record["passkey"]} == {kerple, "rope"}
+    card = (out / "card" / "report.md").read_text()
+    assert card.startswith("# Report card: `kerple-log` (smoke: no verdict)\n")
+    verdicts = card.split("## Verdicts")[1].split("## Tables")[0]
+    assert verdicts.strip().startswith("smoke: no verdict: this is a smoke run")
+    for sentence in ("a real difference", "not shown to differ", "| verdict |"):
+        assert sentence not in verdicts
+    assert "not shown to differ" not in card and ": a real difference" not in card
+    assert "(smoke: no verdict)" in capsys.readouterr().out
+
+
+# a scheme whose own table stops at 200 positions: right at lengths 8 and 16 (the
+# probe of scheme_files), wrong at any length the judge scores past 200
+STOPS_AT_200 = """
+import pe_tutorial as pe
+
+
+class Stops(pe.PositionScheme):
+    def bias(self, q, k, *, causal):
+        if k.shape[-2] > 200:
+            raise RuntimeError(
+                f"my table stops at 200 positions, got {k.shape[-2]}\\nmore lines"
+            )
+        return None
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "stops-at-200", "scores", 9, "a table of 200 positions",
+        layer=lambda config, shared: Stops(),
+    )
+)
+"""
+
+
+def test_a_scheme_that_fails_at_a_long_length_is_refused_before_training(
+    tmp_path, capsys
+):
+    """The probe's lengths 8 and 16 pass; the judge reads one row at every length a
+    stage scores, the longest first, and stops at 1024 (8L) with one line naming
+    the length and the error's first line, before any stage file is written."""
+    path = tmp_path / "stops.py"
+    path.write_text(STOPS_AT_200)
+    out = tmp_path / "j"
+    try:
+        assert main(["judge", str(path), "--out", str(out), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1
+        assert (
+            "scheme 'stops-at-200' of stops.py: its model's forward pass failed at "
+            "length 1024 (a length the tune stage's language models are scored at): "
+            "RuntimeError: my table stops at 200 positions, got 1024" in err
+        )
+        assert "more lines" not in err and not out.exists()
+        # a smoke run scores 8 x 32 bytes at most: the same line, at 256
+        assert main(["judge", str(path), "--smoke", "--out", str(out)]) == 2
+        assert "failed at length 256 " in capsys.readouterr().err
+        assert not out.exists()
+    finally:
+        if "stops-at-200" in scheme_names():
+            unregister_scheme("stops-at-200")
+        scheme_files._LOADED.pop(str(path), None)
+
+
+def test_resume_is_accepted_and_reads_the_stages_back(judged, kerple, tiny, capsys):
+    """Rerunning the same command resumes; ``--resume`` says the same thing and
+    changes nothing: every finished stage is read back, nothing trained."""
+    stages = ("tune", "tune-position", "heldout", "tasks")
+    before = {s: (judged / f"{s}.json").stat().st_mtime_ns for s in stages}
+    assert main(["judge", KERPLE, "--out", str(judged), "--resume", *tiny]) == 0
+    printed = capsys.readouterr().out
+    for stage in stages:
+        assert f"stage {stage}: recorded in {judged / stage}.json, read back" in (
+            printed
+        )
+    assert before == {s: (judged / f"{s}.json").stat().st_mtime_ns for s in stages}
+
+
+def test_the_readme_leads_the_judge_with_plan_and_smoke(kerple, tmp_path, capsys):
+    """The README's judge section: --plan and --smoke first, the four stages
+    numbered as four, resuming said plainly, and the plan's numbers for KERPLE
+    as ``judge --plan`` prints them."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Judge your own encoding")[1].split("\n## ")[0]
+    block = section.split("```bash\n")[1].split("```")[0].splitlines()
+    assert ["--plan" in block[0], "--smoke" in block[1], len(block)] == [
+        True,
+        True,
+        3,
+    ]
+    assert "--plan" not in block[2] and "--smoke" not in block[2]
+    assert "It runs four stages (three for a scheme without position parameters)" in (
+        section
+    )
+    for i, stage in enumerate(("tune", "tune-position", "heldout", "tasks"), 1):
+        assert f"\n{i}. `{stage}`" in section
+    words = " ".join(section.split())
+    assert "rerunning the same command resumes" in words
+    assert "(`--resume` is accepted and does the same)" in words
+    # the plan reuses the held-out baselines only under the records' Python
+    recorded = judging.load_results("heldout")["metadata"]["corpora"]["stdlib"]
+    if not recorded["source"].startswith(f"Python {platform.python_version()} "):
+        return
+    arguments = [KERPLE, "--plan", "--jobs", "2", "--out", str(tmp_path / "j")]
+    assert main(["judge", *arguments, "--device", "cpu"]) == 0
+    estimate = capsys.readouterr().out.split("Estimated time on this machine: ")[1]
+    minutes = estimate.split("about ")[1].split(" min")[0]
+    assert (
+        "For KERPLE it plans 21 units to train (4 + 6 tuning, 5 held out, 3 "
+        f"look-back and 3 passkey) and 99 reused, about {minutes} minutes with "
+        "`--jobs 2`" in words
+    )

@@ -245,3 +245,61 @@ def test_the_record_keeps_where_the_schemes_came_from(write, tmp_path):
     data = json.loads(json.dumps(preset_to_dict(preset)))
     assert data["schemes_from"] == [str(path)]
     assert preset_from_dict(data).schemes == ("half-alibi",)
+
+
+# issue 69: a table of 200 positions, which raises past them; with ``declared`` it
+# says so through the max_length hook, as the learned table does
+STOPS_AT_200 = """
+import pe_tutorial as pe
+
+
+class Stops(pe.PositionScheme):
+    def bias(self, q, k, *, causal):
+        if k.shape[-2] > 200:
+            raise RuntimeError(f"my table stops at 200 positions, got {{k.shape[-2]}}")
+        return None
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "{name}", "scores", 9, "a table of 200 positions",
+        layer=lambda config, shared: Stops(),
+        max_length=lambda config: {longest},
+    )
+)
+"""
+
+
+def _load(write, name: str, longest: str) -> str:
+    path = write(STOPS_AT_200.format(name=name, longest=longest), f"{name}.py")
+    scheme_files.load([str(path)])  # the probe at 8 and 16 bytes passes
+    return str(path)
+
+
+def test_the_lengths_a_run_scores_are_read_before_training(write):
+    """``probe_lengths`` reads one row at each length, the longest first: a
+    forward pass that fails is one line naming the length and the error's first
+    line; a length the scheme's max_length refuses is skipped (the run records it
+    unread), but not the training length."""
+    from pe_tutorial.lm.model import ModelConfig
+
+    lengths = [128, 256, 512, 1024]
+    path = _load(write, "stops", "None")
+    config = ModelConfig(scheme="stops", d_model=32, num_heads=2, num_layers=2)
+    with pytest.raises(ExperimentError) as caught:
+        scheme_files.probe_lengths(
+            "stops", path, config, lengths, trained=128, what="the models"
+        )
+    assert str(caught.value) == (
+        "scheme 'stops' of stops.py: its model's forward pass failed at length 1024 "
+        "(a length the models are scored at): RuntimeError: my table stops at 200 "
+        "positions, got 1024"
+    )
+    scheme_files.probe_lengths("stops", path, config, [64, 128, 200], trained=128)
+    declared = _load(write, "declares", "200")
+    config = ModelConfig(scheme="declares", d_model=32, num_heads=2, num_layers=2)
+    scheme_files.probe_lengths("declares", declared, config, lengths, trained=128)
+    with pytest.raises(ExperimentError, match=r"train on rows of 256 bytes, which its"):
+        scheme_files.probe_lengths(
+            "declares", declared, config, [256, 512], trained=256
+        )

@@ -24,6 +24,13 @@ chapter, a summary, and the hooks that build the model's parts: ``shared``
 ``PositionScheme``: ``add_to_input``, ``rotate``, ``bias`` or
 ``score_mod``), ``options`` (the ``ModelConfig`` fields those read) and
 ``max_length`` where a scheme cannot read past some length.
+
+The probe reads short rows of a small model; a run then reads longer ones
+(the judge reads 8 times the training length). ``probe_lengths`` builds the
+model a stage trains and reads one row at each length it will score, the
+longest first, skipping those the scheme's ``max_length`` says it cannot read
+(the run records those as unread): a forward pass that fails there is one
+``ExperimentError`` naming the length, before anything trains.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import torch
 
 from ...lm.model import VOCAB_SIZE, ByteTransformer, ModelConfig
 from ...lm.registry import scheme_names
+from ...lm.scoring import length_error
 from .config_fields import ExperimentError
 
 # source -> (digest of its text, the schemes it registered), per process
@@ -216,4 +224,73 @@ def probe_scheme(name: str, source: str) -> None:
                 f"{where}: it looks ahead: the output at position {moved} changed "
                 f"when only the byte at position {i} did; a causal model's output "
                 "at i may depend on bytes 0..i only"
+            )
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def probe_lengths(
+    name: str,
+    source: str,
+    config: ModelConfig,
+    lengths: list[int] | tuple[int, ...],
+    *,
+    trained: int,
+    what: str = "the models of a run",
+) -> None:
+    """Read one row of each of ``lengths`` (the longest first) with the model of
+    ``config`` (scheme ``name``, untrained): finite logits of the right shape, or
+    one ``ExperimentError`` naming the length and the error's first line.
+
+    A length the scheme says it cannot read (its ``max_length``: ``check_length``
+    refuses it) is skipped, as the run skips it, except ``trained``, the length
+    the model trains on, which it must read. ``what`` names the models read at these
+    lengths for the message (``"the heldout stage's language models"``).
+    """
+    where = f"scheme {name!r} of {label(source)}"
+    try:
+        torch.manual_seed(0)
+        model = ByteTransformer(config).eval()
+    except Exception as error:
+        raise ExperimentError(
+            f"{where}: {what} could not be built "
+            f"(d_model {config.d_model}, {config.num_heads} heads, "
+            f"{config.num_layers} layers): {_first_line(error)}"
+        ) from None
+    generator = torch.Generator().manual_seed(0)
+    for length in sorted(set(lengths), reverse=True):
+        try:
+            unreadable = length_error(model, length)
+        except Exception as error:  # the reader's max_length hook
+            raise ExperimentError(
+                f"{where}: its max_length hook failed for {what}: {_first_line(error)}"
+            ) from None
+        if unreadable is not None:
+            if length == trained:
+                raise ExperimentError(
+                    f"{where}: {what} train on rows of {length} bytes, which its "
+                    f"max_length refuses: {unreadable.splitlines()[0]}"
+                )
+            continue
+        tokens = torch.randint(0, VOCAB_SIZE, (1, length), generator=generator)
+        try:
+            with torch.no_grad():
+                logits = model(tokens)
+        except Exception as error:
+            raise ExperimentError(
+                f"{where}: its model's forward pass failed at length {length} "
+                f"(a length {what} are scored at): "
+                f"{_first_line(error)}"
+            ) from None
+        if tuple(logits.shape) != (1, length, VOCAB_SIZE):
+            raise ExperimentError(
+                f"{where}: logits of shape {tuple(logits.shape)} for a row of "
+                f"{length} bytes (read by {what}); expected (1, {length}, {VOCAB_SIZE})"
+            )
+        if not torch.isfinite(logits).all():
+            raise ExperimentError(
+                f"{where}: non-finite logits at length {length} (read by {what})"
             )

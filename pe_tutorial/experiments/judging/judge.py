@@ -28,18 +28,34 @@ type match the stage's; otherwise they are trained in the same stage, at
 the rates the book's tuning chose, and the card says which. ``judged.json``
 holds the new scheme's entries beside the baselines', and the report card
 (``report_card.py``) is written from it into ``card/``.
+
+Before anything trains, the scheme reads one row at every length a stage
+scores (``check_lengths``: the language models' 1x-8x L, each task's 1x-8x
+its length), and a forward pass that fails there is one line naming the
+length (issue 69). ``--plan`` prints the stages, the units each trains or
+reuses and a time estimated from the book's records (``plan_text``) and
+trains nothing; ``--smoke`` runs every stage at tiny sizes (``SMOKE``), the
+baselines trained at the same sizes, into its own folder, and marks its
+record and card "smoke: no verdict". Rerunning the same command resumes
+(``--resume`` says so and changes nothing); a folder whose stages were made
+by another scheme file, ``--set`` or code version is refused with what
+changed (``what_changed``).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import re
 import shlex
 import sys
+import tomllib
 from pathlib import Path
 
 import torch
 
+from ...devices import device_name
 from ...lm.model import ByteTransformer, ModelConfig
 from ...lm.train import resolve_device
 from ..configuration import scheme_files
@@ -52,17 +68,29 @@ from ..configuration.config import (
     preset_to_dict,
 )
 from ..configuration.config_fields import ExperimentError
-from ..configuration.presets import Preset
+from ..configuration.presets import Preset, Variant, swept_variants, variants
 from ..configuration.toml_text import toml_text
 from ..configuration.tuning import best_training, sweep_points, tuned_table
 from ..records.record import ResumeError, partial_path
-from ..records.results import load_results
+from ..records.results import load_results, results_path
 from ..running.merge import merge_parts
+from ..running.pool import worker_threads
 from ..running.run import run_experiments, run_units
 from ..running.runner import Runner
 from ..running.units import code_version
 
-__all__ = ["BOOK_SCHEMES", "main", "stage_presets", "baseline_sources", "assemble"]
+__all__ = [
+    "BOOK_SCHEMES",
+    "SMOKE",
+    "SMOKE_VERDICT",
+    "main",
+    "stage_presets",
+    "baseline_sources",
+    "assemble",
+    "check_lengths",
+    "plan_text",
+    "what_changed",
+]
 
 PROG = "python -m pe_tutorial.experiments judge"
 
@@ -87,6 +115,35 @@ STAGES = {
     "tasks": ("tuned", "tuned"),
 }
 
+# judge --smoke: every stage at tiny sizes, the sweep's settings kept (each
+# still trains), the stage's first seed alone; lengths stay 1x-8x the (short)
+# training length. Fields a stage does not have (a task it does not run, a
+# test split) are left as they are.
+SMOKE = {
+    "train_bytes": 100_000,
+    "validation_bytes": 20_000,
+    "test_bytes": 20_000,
+    "eval_windows": 2,
+    "curve_points": 2,
+    "model": {"d_model": 32, "num_heads": 2, "num_layers": 2},
+    "train": {"steps": 4, "batch_size": 4, "seq_len": 32, "warmup_steps": 0},
+    "lookback": {"seq_len": 16, "steps": 4},
+    "passkey": {"seq_len": 16, "steps": 4, "batch_size": 4, "depths": [0.0, 1.0]},
+}
+SMOKE_VERDICT = "smoke: no verdict"
+SMOKE_REASON = "a smoke run trains every baseline at its own tiny sizes"
+
+
+def _shrink(data: dict) -> None:
+    """A stage's document at ``SMOKE``'s sizes, in place."""
+    for key, value in SMOKE.items():
+        if isinstance(value, dict):
+            if data.get(key):  # a task the stage runs; the model; the training
+                data[key] = {**data[key], **value}
+        elif key != "test_bytes" or data.get(key):
+            data[key] = value
+    data["seeds"] = list(data["seeds"])[:1]
+
 
 def has_position_parameters(scheme: str) -> bool:
     """Whether a model with the scheme has parameters of its own for positions
@@ -102,11 +159,12 @@ def _stage_document(
     retrain: tuple[str, ...],
     settings: list[str],
     best: dict | None,
+    smoke: bool = False,
 ) -> dict:
     """The experiment document of one stage (see the module's docstring)."""
     book = PRESETS[STAGES[stage][0]]
     data = preset_to_dict(book)
-    data["name"] = f"judge-{scheme}-{stage}"
+    data["name"] = f"judge-{scheme}-{stage}" + ("-smoke" if smoke else "")
     data["schemes_from"] = [source]
     data["ablations"] = []
     data["post_norm_schemes"] = data["every_layer_schemes"] = []
@@ -121,6 +179,8 @@ def _stage_document(
     if stage == "tasks":
         data["language_models"] = False
         data["analyses"]["extensions"] = False
+    if smoke:  # before --set, so that a --set still changes a smoke run
+        _shrink(data)
     tuning = stage in ("tune", "tune-position")
     for setting in settings:  # a sweep is the tuning stages' alone
         if tuning or not setting.strip().startswith("sweep."):
@@ -135,11 +195,12 @@ def stage_presets(
     settings: list[str] = (),
     best: dict | None = None,
     retrain: dict[str, tuple[str, ...]] | None = None,
+    smoke: bool = False,
 ) -> dict[str, Preset]:
     """The tuning stages' presets (``best`` None), or the reading stages' at the
     best setting, each training the baselines ``retrain[stage]`` beside the
     scheme. ``settings`` are ``--set`` changes applied to every stage (those of
-    ``sweep.`` to the tuning stages only)."""
+    ``sweep.`` to the tuning stages only); ``smoke``: at ``SMOKE``'s sizes."""
     retrain = retrain or {}
     if best is None:
         stages = ["tune"] + (
@@ -150,7 +211,7 @@ def stage_presets(
     presets = {}
     for stage in stages:
         document = _stage_document(
-            stage, scheme, source, retrain.get(stage, ()), list(settings), best
+            stage, scheme, source, retrain.get(stage, ()), list(settings), best, smoke
         )
         presets[stage] = preset_from_dict(document, name=document["name"])
     return presets
@@ -243,6 +304,280 @@ def _whole_record(
     return None
 
 
+def _scored(scheme: str, stage: str, preset: Preset) -> list[tuple]:
+    """What a stage reads with the scheme: ``(what, ModelConfig fields, lengths,
+    training length)`` per kind of model (its language models, one per swept
+    model change; its look-back and passkey models)."""
+    found = []
+    if preset.language_models:
+        L = preset.train.seq_len
+        for variant in swept_variants(scheme, preset.sweep):
+            fields = {"max_positions": L, **preset.model, **dict(variant.changes)}
+            found.append(
+                (f"the {stage} stage's language models", fields, preset.lengths, L)
+            )
+    for task, words in (("lookback", "look-back"), ("passkey", "passkey")):
+        if getattr(preset, task):
+            L = getattr(preset, task)["seq_len"]
+            found.append(
+                (
+                    f"the {stage} stage's {words} models",
+                    {"max_positions": L, **preset.model},
+                    [m * L for m in preset.multiples],
+                    L,
+                )
+            )
+    return found
+
+
+def check_lengths(
+    scheme: str, source: str, presets: dict[str, Preset]
+) -> dict[str, list[int]]:
+    """Before anything trains: the model each stage builds with the scheme reads
+    one row of every length the stage scores, the longest first
+    (``scheme_files.probe_lengths``); an ``ExperimentError`` names the first
+    length that fails. The lengths checked, by what reads them."""
+    checked, seen = {}, set()
+    entries = [e for stage, p in presets.items() for e in _scored(scheme, stage, p)]
+    for what, fields, lengths, trained in sorted(entries, key=lambda e: -max(e[2])):
+        key = json.dumps([fields, sorted(lengths), trained], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            try:
+                config = ModelConfig(scheme=scheme, **fields)
+            except (TypeError, ValueError) as error:
+                raise ExperimentError(f"{what}: {error}") from None
+            scheme_files.probe_lengths(
+                scheme, source, config, lengths, trained=trained, what=what
+            )
+        checked[what] = sorted(lengths)
+    return checked
+
+
+def _stand_in(scheme: str) -> tuple[str, dict]:
+    """Before tuning, the setting the reading stages are planned at: the book's
+    tuned rates of a scheme like it (T5's with position parameters, RoPE's
+    without). Which units run and which baselines are reused do not depend on it."""
+    like = "t5" if has_position_parameters(scheme) else "rope"
+    return like, dict(dict(PRESETS["tuned"].tuned)[like])
+
+
+def _units(preset: Preset) -> list[tuple[str, int]]:
+    """Each unit a preset plans, as ``(scheme, bytes it trains on)``: steps x batch
+    x window, the context extensions' fine-tuning steps included (``Runner.plan``'s
+    units, counted without reading a corpus)."""
+    p, units = preset, []
+    finetune = p.finetune_steps * len(p.finetune_methods) if p.extensions else 0
+    if p.language_models:
+        for variant in variants(p):
+            steps = p.train.steps
+            if variant == Variant("rope"):
+                steps += finetune
+            elif variant == Variant("learned") and p.extensions:
+                steps += p.finetune_steps
+            size = steps * p.train.batch_size * p.train.seq_len
+            units += [(variant.scheme, size)] * len(p.seeds)
+    if p.lookback:
+        task = p.lookback
+        for s in p.schemes:
+            size = task["steps"] * p.training_for(s).batch_size * task["seq_len"]
+            units += [(s, size)] * len(p.seeds)
+    if p.passkey:
+        task = p.passkey
+        for s in p.schemes:
+            steps = task["steps"] + (finetune if s == "rope" else 0)
+            units += [(s, steps * task["batch_size"] * task["seq_len"])] * len(p.seeds)
+    return units
+
+
+def _rate(stage: str) -> tuple[float, str] | None:
+    """Seconds per byte trained on (scoring included) in the book's record of the
+    stage's preset, and where that comes from; None without a record."""
+    book = STAGES[stage][0]
+    record = load_results(book)
+    if record is None or not record["metadata"].get("wall_seconds"):
+        return None
+    meta, units = record["metadata"], _units(PRESETS[book])
+    seconds = meta["wall_seconds"]
+    where = (
+        f"{stage} from {results_path(book).name} ({meta.get('device', '?')}, "
+        f"{meta.get('device_name', '?')}, {_count(meta.get('threads', '?'), 'thread')} "
+        f"a process, --jobs {meta.get('jobs') or 1}: {len(units)} units in "
+        f"{seconds / 60:.0f} min summed)"
+    )
+    return seconds / sum(size for _, size in units), where
+
+
+def _count(n, thing: str) -> str:
+    return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def _seeds(preset: Preset) -> str:
+    seeds = list(preset.seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return f"{'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))}"
+
+
+def _recorded_best(scheme: str, out: Path, stages: list[str]) -> dict | None:
+    """The best setting, if the folder holds every tuning stage's record."""
+    paths = [out / f"{stage}.json" for stage in stages]
+    if not all(p.is_file() for p in paths):
+        return None
+    records = [json.loads(p.read_text()) for p in paths]
+    return tuned_table(best_training(sweep_points(*records)))[scheme]
+
+
+def plan_text(
+    scheme: str,
+    source: str,
+    *,
+    against: tuple[str, ...],
+    settings: list[str],
+    device: torch.device,
+    out: Path,
+    jobs: int,
+    smoke: bool = False,
+    checked: dict[str, list[int]] | None = None,
+) -> str:
+    """``judge --plan``: the stages, the units each would train and those it would
+    reuse from the package's records, and an estimate of the time on this machine
+    from the book's records of the stages' presets (each stage's units weighted by
+    the bytes they train on, at its record's seconds per byte; summed over
+    processes, then shared among ``jobs``). Trains nothing."""
+    tuning = stage_presets(scheme, source, settings=settings, smoke=smoke)
+    best = _recorded_best(scheme, out, list(tuning))
+    if best is None:
+        like, stand_in = _stand_in(scheme)
+    plain = stage_presets(
+        scheme, source, settings=settings, best=best or stand_in, smoke=smoke
+    )
+    if smoke:
+        reasons = {stage: dict.fromkeys(against, SMOKE_REASON) for stage in plain}
+    else:
+        reasons = {
+            stage: baseline_sources(stage, preset, against, device)
+            for stage, preset in plain.items()
+        }
+    retrain = {
+        stage: tuple(b for b, why in why_not.items() if why)
+        for stage, why_not in reasons.items()
+    }
+    reading = stage_presets(
+        scheme,
+        source,
+        settings=settings,
+        best=best or stand_in,
+        retrain=retrain,
+        smoke=smoke,
+    )
+    everyone = stage_presets(
+        scheme,
+        source,
+        settings=settings,
+        best=best or stand_in,
+        retrain=dict.fromkeys(plain, against),
+        smoke=smoke,
+    )
+    machine = device_name(device)
+    lines = [
+        f"judge {scheme} ({scheme_files.label(source)})"
+        + (" --smoke" if smoke else "")
+        + f" into {out}/, on {device.type} ({machine}), --jobs {jobs}: the plan. "
+        "Nothing is trained.",
+    ]
+    if checked:
+        readers: dict[str, list[str]] = {}
+        for what, lengths in checked.items():
+            readers.setdefault(", ".join(map(str, lengths)), []).append(what)
+        lines.append(
+            "The scheme reads a row of every length the stages score (checked "
+            "now): " + "; ".join(f"{n} ({', '.join(w)})" for n, w in readers.items())
+        )
+    summed, elapsed, sources = 0.0, 0.0, []
+    for stage, preset in [*tuning.items(), *reading.items()]:
+        done = (out / f"{stage}.json").is_file()
+        trained = _units(preset)
+        word = "to train" if not done else "recorded, read back"
+        text = f"  {stage:<14} {len(trained)} units {word}: "
+        if stage in tuning:
+            settings_count = len(swept_variants(scheme, preset.sweep))
+            text += f"{scheme} at {settings_count} settings, {_seeds(preset)}"
+        else:
+            names = [scheme, *retrain[stage]]
+            text += f"{', '.join(names)}, {_seeds(preset)}"
+            reused = [b for b in against if b not in retrain[stage]]
+            if reused:
+                count = sum(1 for s, _ in _units(everyone[stage]) if s in set(reused))
+                record = results_path(STAGES[stage][1]).name
+                text += (
+                    f"; {count} units reused from the package's {record}: "
+                    + ", ".join(reused)
+                )
+            why = sorted({w for w in reasons[stage].values() if w})
+            if why:
+                text += f" (baselines trained again: {'; '.join(why)})"
+        if not done and (out / f"{stage}.json.partial").is_file():
+            text += (
+                f"; {stage}.json.partial holds a stopped run's finished units, "
+                "which rerunning reads back"
+            )
+        lines.append(text)
+        rate = _rate(stage)
+        if rate is not None and not done:
+            seconds = rate[0] * sum(size for _, size in trained)
+            summed += seconds
+            elapsed += seconds / max(1, min(jobs, len(trained)))
+            sources.append(rate[1])
+    if best is None:
+        rates = ", ".join(f"{k} {v:g}" for k, v in stand_in.items())
+        lines.append(
+            f"Before tuning, {scheme}'s best setting is unknown: the heldout and "
+            f"tasks stages are counted with the book's tuned rates of {like} "
+            f"({rates}) standing in for it; which units run and which baselines "
+            "are reused do not depend on it."
+        )
+    else:
+        rates = ", ".join(f"{k} {v:g}" for k, v in best.items())
+        lines.append(
+            f"Tuning is recorded in {out}/: {scheme}'s best setting is {rates}."
+        )
+    if sources and smoke:
+        lines.append(
+            "Estimated time: a smoke run's is start-up and scoring, which the book's "
+            "records do not time; expect about a minute or less (KERPLE "
+            "against all nine: 33 s on a 2-core AMD EPYC, --jobs 1)."
+        )
+    elif sources:
+        threads = torch.get_num_threads() if jobs == 1 else worker_threads(jobs)
+        lines.append(
+            f"Estimated time on this machine: about {_minutes(elapsed)} with --jobs "
+            f"{jobs} ({_minutes(summed)} of training and scoring summed over "
+            "processes), each stage's units weighted by the bytes they train on at "
+            "the seconds per byte of the book's record of its preset: "
+            + "; ".join(sources)
+            + f". This machine is {device.type} ({machine}), "
+            f"{_count(threads, 'thread')} a process; a record made on another "
+            "machine or thread count, or a --set that changes more than steps, "
+            "batch and lengths, makes it a rough guide."
+        )
+    elif all((out / f"{s}.json").is_file() for s in [*tuning, *reading]):
+        lines.append("Every stage is recorded: nothing is left to train.")
+    lines.append(
+        "Run the same command without --plan to start; rerunning it resumes"
+        + (
+            "."
+            if smoke
+            else "; --smoke first runs every stage at tiny sizes in about a minute."
+        )
+    )
+    return "\n".join(lines)
+
+
 def assemble(
     scheme: str,
     records: dict[str, dict],
@@ -253,12 +588,14 @@ def assemble(
     source: str,
     command: str,
     seconds: dict[str, float],
+    smoke: bool = False,
 ) -> dict:
     """``judged.json``: the held-out stage's record with the tasks' entries and the
     reused baselines' entries added, and a ``judge`` table saying what came from
-    where."""
+    where. A ``smoke`` run's is marked ``SMOKE_VERDICT`` (``judge.verdict``), and
+    its card gives no verdict."""
     judged = json.loads(json.dumps(records["heldout"]))
-    judged["preset"] = f"judge-{scheme}"
+    judged["preset"] = f"judge-{scheme}" + ("-smoke" if smoke else "")
     judged["metadata"]["command"] = command
     # the whole judge's training and scoring, as a record's header reports it
     judged["metadata"]["wall_seconds"] = sum(seconds.values())
@@ -306,6 +643,13 @@ def assemble(
         "task_metadata": tasks["metadata"],
         "stage_seconds": seconds,
     }
+    if smoke:
+        judged["settings"]["judge"]["verdict"] = SMOKE_VERDICT
+        judged["settings"]["judge"]["note"] = (
+            f"{SMOKE_VERDICT}: a smoke run (judge --smoke), every stage at tiny sizes "
+            "and the baselines trained at the same sizes; it checks that the scheme "
+            "trains, scores and writes a card, and settles nothing"
+        )
     return judged
 
 
@@ -346,6 +690,25 @@ def _parser() -> argparse.ArgumentParser:
         help="run shard K of N of the stage reached",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the stages, the units each trains or reuses and an estimate of "
+        "the time on this machine; train nothing",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="run every stage at tiny sizes (about a minute), the baselines trained "
+        "at the same sizes, into judge-SCHEME-smoke: a check that the scheme trains, "
+        "scores and writes a card, marked 'smoke: no verdict'",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="resume a stopped judge; the same as rerunning the same command, "
+        "which always reads back the finished stages and units",
+    )
     return parser
 
 
@@ -382,6 +745,72 @@ def _pick_scheme(source: str, wanted: str | None) -> str:
     return wanted
 
 
+_HEADER = re.compile(
+    r"^# Scheme files: (\{.*\}); pe_tutorial code version (\S+)\.$", re.MULTILINE
+)
+
+
+def _flat(table: dict, prefix: str = "") -> dict:
+    """A TOML document's values by dotted key (``train.steps``)."""
+    out = {}
+    for key, value in table.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def what_changed(old: str, new: str) -> list[str]:
+    """What differs between a stage file written before (``old``) and the one this
+    judge would write (``new``): the scheme files' text, the package's code
+    version, the stage's settings (a ``--set``, ``--against`` or ``--smoke``)."""
+    changes = []
+    was, now = _HEADER.search(old), _HEADER.search(new)
+    if was and now:
+        try:
+            files_was, files_now = (ast.literal_eval(m.group(1)) for m in (was, now))
+        except (ValueError, SyntaxError):
+            files_was, files_now = {}, {}
+        for name in sorted(set(files_was) | set(files_now)):
+            a, b = files_was.get(name), files_now.get(name)
+            if a != b:
+                changes.append(
+                    f"the scheme file {name} (sha256 {a or 'none'} when its stages "
+                    f"ran, {b or 'none'} now)"
+                )
+        if was.group(2) != now.group(2):
+            changes.append(
+                f"the package's code version ({was.group(2)} when its stages ran, "
+                f"{now.group(2)} now)"
+            )
+    elif was is None:
+        changes.append("its header (not written by this judge)")
+    try:
+        before, after = _flat(tomllib.loads(old)), _flat(tomllib.loads(new))
+    except tomllib.TOMLDecodeError:
+        return [*changes, "its text (not TOML a judge wrote)"]
+    keys = [
+        k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)
+    ]
+    if keys:
+        shown = ", ".join(
+            f"{k} ({_short(before.get(k))} then, {_short(after.get(k))} now)"
+            for k in keys[:3]
+        )
+        more = f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+        changes.append(
+            f"the stage's settings {shown}{more} (a --set, --against or --smoke "
+            "differs)"
+        )
+    return changes
+
+
 class _Stages:
     """Runs the stages of one judge in its folder, each once."""
 
@@ -400,12 +829,16 @@ class _Stages:
         )
         config, target = self.out / f"{stage}.toml", self.out / f"{stage}.json"
         if config.exists() and config.read_text() != document:
+            changed = what_changed(config.read_text(), document) or ["its text"]
             raise ExperimentError(
-                f"{config} describes another experiment (another scheme file, "
-                "--set or code): judge into another --out folder, or delete it"
+                f"{config} describes another experiment: {'; '.join(changed)}. Its "
+                "stages belong to that judge: rerun it as it was, judge into another "
+                "--out folder, or delete the folder (the same command, unchanged, "
+                "resumes)"
             )
         config.write_text(document)
         if target.exists():
+            print(f"stage {stage}: recorded in {target}, read back", flush=True)
             return json.loads(target.read_text())
         shard = self.args.shard
         partial = partial_path(target, shard)
@@ -418,7 +851,8 @@ class _Stages:
             jobs=self.args.jobs,
             command=f"{PROG} {shlex.join(self.argv)}  (stage {stage})",
         )
-        print(f"stage {stage}: {config}", flush=True)
+        resuming = f", resuming from {partial}" if partial.exists() else ""
+        print(f"stage {stage}: {config}{resuming}", flush=True)
         if shard is not None:
             run_units(preset, shard=shard, **options)
             k, n = shard
@@ -441,12 +875,14 @@ class _Stages:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``judge FILE [--scheme NAME] [--out DIR] ...``; the exit status."""
+    """``judge FILE [--scheme NAME] [--out DIR] [--plan | --smoke] ...``; the exit
+    status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     from ..viewing.report_card import write_card
     from ..viewing.viewer import report
 
+    smoke = args.smoke
     try:
         _read_counts(args)
         source = scheme_files.resolve(args.file, None)
@@ -459,31 +895,59 @@ def main(argv: list[str] | None = None) -> int:
                 f"({', '.join(BOOK_SCHEMES)})"
             )
         device = resolve_device(args.device)
-        out = args.out or Path(f"judge-{scheme}")
+        out = args.out or Path(f"judge-{scheme}" + ("-smoke" if smoke else ""))
+        # every length any stage scores, read before anything trains (the reading
+        # stages' lengths do not depend on the setting tuning chooses)
+        tuning_presets = stage_presets(scheme, source, settings=args.set, smoke=smoke)
+        reading = stage_presets(
+            scheme, source, settings=args.set, best=_stand_in(scheme)[1], smoke=smoke
+        )
+        for preset in [*tuning_presets.values(), *reading.values()]:
+            check_corpus(preset)
+        checked = check_lengths(scheme, source, {**tuning_presets, **reading})
+        if args.plan:
+            print(
+                plan_text(
+                    scheme,
+                    source,
+                    against=against,
+                    settings=args.set,
+                    device=device,
+                    out=out,
+                    jobs=args.jobs,
+                    smoke=smoke,
+                    checked=checked,
+                )
+            )
+            return 0
+        if args.resume and not list(out.glob("*.toml")):
+            print(f"--resume: {out} holds no stage yet; the judge starts there")
         out.mkdir(parents=True, exist_ok=True)
         stages = _Stages(out, args, device, argv)
         tuning_records, stage_names = [], []
-        for stage, preset in stage_presets(scheme, source, settings=args.set).items():
+        for stage, preset in tuning_presets.items():
             stage_names.append(stage)
-            check_corpus(preset)
             record = stages.run(stage, preset)
             if record is None:
                 return 0
             tuning_records.append(record)
         points = sweep_points(*tuning_records)
         best = tuned_table(best_training(points))[scheme]
-        plain = stage_presets(scheme, source, settings=args.set, best=best)
-        reasons = {
-            stage: baseline_sources(stage, preset, against, device)
-            for stage, preset in plain.items()
-        }
+        plain = stage_presets(scheme, source, settings=args.set, best=best, smoke=smoke)
+        if smoke:  # never reused: the book's records are not at the smoke's sizes
+            reasons = {stage: dict.fromkeys(against, SMOKE_REASON) for stage in plain}
+        else:
+            reasons = {
+                stage: baseline_sources(stage, preset, against, device)
+                for stage, preset in plain.items()
+            }
         retrain = {
             stage: tuple(b for b, why in why_not.items() if why)
             for stage, why_not in reasons.items()
         }
         records = {}
         presets = stage_presets(
-            scheme, source, settings=args.set, best=best, retrain=retrain
+            scheme, source, settings=args.set, best=best, retrain=retrain, smoke=smoke
         )
         for stage, preset in presets.items():
             check_corpus(preset)
@@ -508,10 +972,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     command = f"{PROG} {shlex.join(argv)}"
     judged = assemble(
-        scheme, records, reused, retrained, tuning, best, source, command, seconds
+        scheme,
+        records,
+        reused,
+        retrained,
+        tuning,
+        best,
+        source,
+        command,
+        seconds,
+        smoke=smoke,
     )
     (out / "judged.json").write_text(json.dumps(judged, indent=1) + "\n")
     tables = report(judged, path=str(out / "judged.json"))
     card = write_card(judged, out / "card", tables)
-    print(f"wrote {out / 'judged.json'} and the report card {card}")
+    print(
+        f"wrote {out / 'judged.json'} and the report card {card}"
+        + (f" ({SMOKE_VERDICT})" if smoke else "")
+    )
     return 0

@@ -9,7 +9,8 @@ against each baseline (paired by seed, Holm-corrected within each family,
 with their n); the viewer's tables (``viewer.report``'s text, which the
 caller passes: the viewer imports this module, not the reverse); and the
 chapter's figures (``viewer_figures.write_figures``), as PNG files beside
-the page.
+the page. A smoke run's record (``judge --smoke``, its ``judge.verdict``
+"smoke: no verdict") gets a card so titled, with no verdicts.
 """
 
 from __future__ import annotations
@@ -215,6 +216,15 @@ def _verdicts(results: dict) -> list[str]:
     return lines
 
 
+_SMOKE = (
+    "this is a smoke run (`judge --smoke`): every stage at tiny sizes, one seed, "
+    "the baselines trained at the same sizes. It shows that the scheme trains, "
+    "scores at every length and writes this card; its numbers compare nothing. "
+    "Run the judge without `--smoke` (`--plan` first says what it trains and how "
+    "long it takes) for the verdicts."
+)
+
+
 def card_text(results: dict, figures: list[Path], tables: str) -> str:
     """The page's Markdown: provenance, protocol, verdicts, the viewer's ``tables``
     (``viewer.report``'s text) and the figures."""
@@ -224,10 +234,18 @@ def card_text(results: dict, figures: list[Path], tables: str) -> str:
         if judge
         else f"Report: the `{results.get('preset') or 'experiment'}` record"
     )
+    # a smoke run (judge --smoke) is marked, and gives no verdict: its sizes
+    # settle nothing
+    smoke = (judge or {}).get("verdict")
+    if smoke:
+        title += f" ({smoke})"
     lines = [f"# {title}", ""] + _provenance(results)
     if judge:
         lines += _protocol(results)
-        lines += _verdicts(results)
+        if smoke:
+            lines += ["", "## Verdicts", "", f"{smoke}: {_SMOKE}"]
+        else:
+            lines += _verdicts(results)
     lines += [
         "",
         "## Tables",
