@@ -85,6 +85,7 @@ from .encodings.absolute import (
     sinusoidal_encoding,
     sinusoidal_frequencies,
     sinusoidal_shift_matrix,
+    tensor2tensor_encoding,
 )
 from .encodings.alibi import ALiBiBias, alibi_bias, alibi_slopes
 from .encodings.diagnostics import (
@@ -96,6 +97,7 @@ from .encodings.diagnostics import (
     sinusoidal_distance,
     sinusoidal_float32_error,
     trailing_ones,
+    trend_and_rest,
 )
 from .encodings.disentangled import DisentangledRelativeBias, deberta_log_bucket
 from .encodings.fire import FIREBias
@@ -396,9 +398,11 @@ __all__ = [
     "ShawScheme",
     "shift_arcs",
     "similarity_by_distance",
+    "trend_and_rest",
     "sinusoidal_at",
     "sinusoidal_distance",
     "sinusoidal_encoding",
+    "tensor2tensor_encoding",
     "sinusoidal_float32_error",
     "sinusoidal_frequencies",
     "sinusoidal_shift_matrix",

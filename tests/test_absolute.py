@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pe_tutorial as pe
 from pe_tutorial.encodings.absolute import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEmbedding,
@@ -350,3 +351,53 @@ def test_sinusoidal_module_computes_any_position_like_the_function():
     assert dict(module.state_dict()) == {}
     with pytest.raises(ValueError, match="dim must be even"):
         SinusoidalPositionalEmbedding(7)
+
+
+def test_tensor2tensor_table_against_a_loop():
+    """tensor2tensor's get_timing_signal_1d, written out entry by entry."""
+    num_positions, dim = 12, 8
+    table = pe.tensor2tensor_encoding(num_positions, dim)
+    half = dim // 2
+    for p in range(num_positions):
+        for i in range(half):
+            omega = 10000.0 ** (-i / (half - 1))
+            assert table[p, i].item() == pytest.approx(math.sin(p * omega), abs=1e-12)
+            assert table[p, half + i].item() == pytest.approx(
+                math.cos(p * omega), abs=1e-12
+            )
+    # its slowest frequency is exactly 1 / 10 000; the paper's stops short of it
+    slowest = table[1, half - 1].item()
+    assert slowest == pytest.approx(math.sin(1e-4), rel=1e-12)
+    assert pe.sinusoidal_frequencies(dim)[-1].item() > 1.5e-4
+    # the fastest pair is the only one the two tables share
+    ours = pe.sinusoidal_encoding(num_positions, dim).double()
+    assert torch.allclose(table[:, 0], ours[:, 0], atol=1e-6)
+    assert not torch.allclose(table[:, 1], ours[:, 2], atol=1e-3)
+
+
+@pytest.mark.parametrize("dim", [2, 5])
+def test_tensor2tensor_table_refuses_a_width_it_cannot_space(dim):
+    with pytest.raises(ValueError, match="dim must be"):
+        pe.tensor2tensor_encoding(4, dim)
+
+
+def test_trend_and_rest_against_a_loop():
+    torch.manual_seed(0)
+    table = torch.randn(10, 3, dtype=torch.float64)
+    trend, rest = pe.trend_and_rest(table, window=5)
+    last = table.shape[0] - 1
+    for p in range(table.shape[0]):
+        # the ends repeated: row index clamped into the table
+        rows = [table[min(max(q, 0), last)] for q in range(p - 2, p + 3)]
+        assert torch.allclose(trend[p], torch.stack(rows).mean(0), atol=1e-12)
+    assert torch.allclose(trend + rest, table, atol=1e-12)
+    # a straight line is all trend away from the ends
+    line = torch.arange(20, dtype=torch.float64)[:, None].expand(20, 2)
+    trend, rest = pe.trend_and_rest(line, window=7)
+    assert rest[3:-3].abs().max().item() < 1e-12
+
+
+@pytest.mark.parametrize("window", [1, 4, 11])
+def test_trend_and_rest_refuses_a_window_it_cannot_centre(window):
+    with pytest.raises(ValueError, match="window must be odd"):
+        pe.trend_and_rest(torch.randn(10, 3), window=window)

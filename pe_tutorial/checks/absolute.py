@@ -16,7 +16,11 @@ from collections.abc import Callable
 
 import torch
 
-from ..encodings.absolute import sinusoidal_encoding, sinusoidal_shift_matrix
+from ..encodings.absolute import (
+    sinusoidal_encoding,
+    sinusoidal_shift_matrix,
+    tensor2tensor_encoding,
+)
 from ._common import call_checked, close, diagnose
 
 __all__ = ["check_sinusoidal", "check_shift_matrix"]
@@ -42,15 +46,6 @@ def _sinusoidal_variant(num_positions, dim, *, exponent, layout, swap=False):
 
 def _two_i(i):
     return 2 * i
-
-
-def _tensor2tensor(num_positions: int, dim: int) -> torch.Tensor:
-    """tensor2tensor's and fairseq's table: sines, then cosines, of the angles
-    ``p * 10000 ** (-i / (dim/2 - 1))`` (the slowest frequency exactly 1/10000)."""
-    i = torch.arange(dim // 2, dtype=torch.float64)
-    omega = 10000.0 ** (-i / max(dim // 2 - 1, 1))
-    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega
-    return torch.cat((angles.sin(), angles.cos()), dim=-1)
 
 
 def check_sinusoidal(fn: Callable[[int, int], torch.Tensor]) -> None:
@@ -94,7 +89,7 @@ def check_sinusoidal(fn: Callable[[int, int], torch.Tensor]) -> None:
                 "cos(p omega_i)",
             ),
             (
-                _tensor2tensor(num_positions, dim),
+                tensor2tensor_encoding(num_positions, dim),
                 "this is tensor2tensor's and fairseq's table: all sines first, "
                 "then all cosines, with omega_i = 10000 ** (-i / (dim/2 - 1)), "
                 "which differs slightly from the paper's, so its columns are not "

@@ -28,6 +28,7 @@ __all__ = [
     "sinusoidal_frequencies",
     "sinusoidal_at",
     "sinusoidal_encoding",
+    "tensor2tensor_encoding",
     "sinusoidal_shift_matrix",
     "position_term",
     "neighbour_distances",
@@ -146,6 +147,30 @@ def sinusoidal_encoding(
     """
     require_positive_int(num_positions, "num_positions")
     return sinusoidal_at(torch.arange(num_positions, device=device), dim, base=base)
+
+
+def tensor2tensor_encoding(num_positions: int, dim: int) -> torch.Tensor:
+    """The sinusoidal table as tensor2tensor's ``get_timing_signal_1d`` and fairseq
+    build it (chapter 4), shape ``(num_positions, dim)``, float64.
+
+    All the sines first, then all the cosines, of the angles ``p * omega_i`` with
+    ``omega_i = 10000 ** (-i / (dim/2 - 1))``, ``i = 0 .. dim/2 - 1``: the
+    slowest frequency is exactly 1/10000, where the paper's ``10000 ** (-2i /
+    dim)`` stops short of it. Not the paper's table with its channels reordered:
+    only the fastest pair (``omega_0 = 1``) is shared. ``dim`` even, at least 4
+    (two frequencies, so that the spacing is defined).
+    """
+    require_positive_int(num_positions, "num_positions")
+    require_even(dim, "dim", "(the sines and the cosines take half each)")
+    if dim < 4:
+        raise ValueError(
+            f"dim must be at least 4 for tensor2tensor's spacing "
+            f"(omega_i = 10000 ** (-i / (dim/2 - 1)) needs two frequencies), got {dim}"
+        )
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    omega = 10000.0 ** (-i / (dim // 2 - 1))
+    angles = torch.arange(num_positions, dtype=torch.float64)[:, None] * omega
+    return torch.cat((angles.sin(), angles.cos()), dim=-1)
 
 
 def sinusoidal_shift_matrix(k: int, dim: int, *, base: float = 10000.0) -> torch.Tensor:

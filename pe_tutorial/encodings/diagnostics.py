@@ -20,6 +20,7 @@ __all__ = [
     "trailing_ones",
     "cosine_similarity_matrix",
     "similarity_by_distance",
+    "trend_and_rest",
     "nearest_rows",
     "sinusoidal_distance",
     "sinusoidal_float32_error",
@@ -127,6 +128,34 @@ def similarity_by_distance(
         )
     similarity = cosine_similarity_matrix(table)
     return torch.stack([similarity.diagonal(k).mean() for k in range(max_distance + 1)])
+
+
+def trend_and_rest(
+    table: torch.Tensor, window: int = 7
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A table split into a smooth trend and what is left (chapter 4).
+
+    ``trend[p] = mean(table[p - h], ..., table[p + h])`` with ``h = window // 2``,
+    each channel averaged over ``window`` neighbouring rows (the first and last
+    rows repeated past the ends), and ``rest = table - trend``. A trained table
+    whose neighbouring rows are alike puts most of its variance in the trend;
+    noise of the initialisation stays in the rest. ``window`` odd, at least 3
+    and at most the number of rows. Both float64, the table's shape.
+    """
+    _require_table(table)
+    require_positive_int(window, "window")
+    if window < 3 or window % 2 == 0 or window > table.shape[0]:
+        raise ValueError(
+            f"window must be odd, at least 3 and at most the table's "
+            f"{table.shape[0]} rows, got {window}"
+        )
+    rows = table.detach().to(torch.float64)
+    half = window // 2
+    padded = torch.cat(
+        (rows[:1].expand(half, -1), rows, rows[-1:].expand(half, -1)), dim=0
+    )
+    trend = padded.unfold(0, window, 1).mean(dim=-1)  # (num_positions, dim)
+    return trend, rows - trend
 
 
 def nearest_rows(
