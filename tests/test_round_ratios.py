@@ -74,7 +74,7 @@ def test_a_ratio_whose_rounds_disagree_is_refused():
     jitter = [1.0, 2.0, 0.5, 1.8, 0.6, 2.2, 0.7, 1.9, 0.4, 1.0]
     slow, fast = _drifting_pair(2.0, jitter)
     assert round_ratio(slow, fast).noisy
-    with pytest.raises(NoisyRow, match="per-round interquartile range"):
+    with pytest.raises(NoisyRow, match="the middle half of its rounds"):
         ratio_text(slow, fast)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "noise_text",
     "check_quotable",
     "check_ratio_quotable",
+    "ratio_noise_text",
     "ratio_text",
     "ratio_of",
     "fastest_group",
@@ -138,6 +139,16 @@ def check_ratio_quotable(a: Timing, b: Timing) -> None:
         )
 
 
+def ratio_noise_text(a: Timing, b: Timing) -> str:
+    """What makes ``a`` over ``b`` too noisy to quote, for a sentence: its rounds'
+    spread where the rows were timed in the same rounds (``RoundRatio.noise_text``),
+    else each noisy row's (``noise_text``). All a page may say of such a ratio."""
+    ratio = per_round(a, b)
+    if ratio is not None:
+        return ratio.noise_text()
+    return "; ".join(f"{t.name!r}: {noise_text(t)}" for t in (a, b) if t.noisy)
+
+
 def ratio_text(a: Timing, b: Timing, digits: int = 2) -> str:
     """``a`` over ``b`` for a sentence, with its range where it has one.
 
@@ -187,17 +198,33 @@ def faults_differ(a: Timing, b: Timing) -> bool:
 
 
 def fastest_group(rows: list[Timing]) -> list[Timing]:
-    """The fastest steady row of ``rows`` first, then every other row the run
-    cannot tell from it (``within_noise``): what "the fastest" may name.
+    """The fastest row of ``rows`` first, then every other row the run cannot
+    tell from it: what "the fastest" may name.
 
-    Noisy rows are left out (a median that says nothing cannot be fastest);
-    a ``ValueError`` if none is steady."""
-    steady = [t for t in rows if not t.noisy]
-    if not steady:
+    Rows timed in the same rounds are weighed by their per-round ratios, so a
+    row starred for its own drift still takes part: a row is tied with the
+    fastest when 1 lies inside the interquartile range of their per-round
+    ratios (``within_noise``), even where those ratios are too noisy to quote.
+    Rows timed apart are weighed by
+    their own quartiles, and a noisy one is left out (a median that says
+    nothing cannot be fastest). A ``ValueError`` if no row can be weighed."""
+    rows = list(rows)
+    paired = bool(rows) and all(per_round(t, rows[0]) is not None for t in rows[1:])
+    candidates = rows if paired else [t for t in rows if not t.noisy]
+    if not candidates:
         names = ", ".join(repr(t.name) for t in rows)
         raise ValueError(f"every row is marked noisy ({names}): none is the fastest")
-    best = min(steady, key=lambda t: t.median_ms)
-    return [best] + [t for t in steady if t is not best and within_noise(t, best)]
+    best = min(candidates, key=lambda t: t.median_ms)
+    tied = []
+    for t in candidates:
+        if t is best:
+            continue
+        ratio = per_round(t, best)
+        if ratio is not None and ratio.within_noise:
+            tied.append(t)
+        elif ratio is None and within_noise(t, best):
+            tied.append(t)
+    return [best, *tied]
 
 
 def fastest_text(group: list[Timing]) -> str:

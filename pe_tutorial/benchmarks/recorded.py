@@ -102,7 +102,7 @@ def load_recorded(name: str, directory: str | Path | None = None) -> SuiteResult
 # The machine whose recorded runs the chapters' prose quotes: a 2-core CPU of the
 # kind the book is built on. Its numbers are fixed in the package, so the text
 # says the same on every build; the live run is shown beside them.
-QUOTED_DEVICE = "cpu-intel-r-xeon-r-processor-6-167-1-llc-480mib-2-threads"
+QUOTED_DEVICE = "cpu-amd-epyc-25-17-1-llc-32mib-2-threads"
 
 
 def quoted(name: str, directory: str | Path | None = None) -> SuiteResult:

@@ -14,7 +14,7 @@ import torch
 
 from ._core import QUOTED_DEVICE, Plan, Suite, device_slug, load_recorded_runs, register
 from .copies import memory_ceiling
-from .rope import fastest_own
+from .rope import fastest_own, own_rows
 from .timing import Case
 
 
@@ -38,8 +38,17 @@ def rope_bytes_and_flops(shape, bytes_per_element: int) -> tuple[int, int]:
 
 def rope_point(run) -> dict:
     """Where the fastest steady own row of a recorded ``rope`` run sits on its roof:
-    ``intensity`` (flop per byte), ``flop_per_s`` and the row's ``name``."""
+    ``intensity`` (flop per byte), ``flop_per_s`` and the row's ``name``.
+
+    A point is an absolute speed, so it needs a steady row: the fastest row
+    (``fastest_own``) when it is not marked noisy, else the fastest of the own
+    rows that are not; a ``ValueError`` when none is."""
     fastest = fastest_own(run)
+    if fastest.noisy:
+        steady = [t for t in own_rows(run, None) if not t.noisy]
+        if not steady:
+            raise ValueError("every own row of the rope run is marked noisy")
+        fastest = min(steady, key=lambda t: t.median_ms)
     size = torch.finfo(getattr(torch, run.settings["dtype"])).bits // 8
     nbytes, flops = rope_bytes_and_flops(run.settings["shape"], size)
     return {

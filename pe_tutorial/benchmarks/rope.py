@@ -26,6 +26,7 @@ from ..encodings.rope import apply_rope, apply_rope_matrix
 from . import peers
 from . import timing as bench
 from ._core import Plan, Suite, check_result, compile_counts, compile_note, register
+from .round_ratios import per_round
 from .timing import Case, with_peak_memory
 
 # the dense matrix per token is skipped above this many multiply-adds per call
@@ -312,35 +313,40 @@ GPU_TARGET = {"shape": [8, 32, 2048, 128], "dtype": "bfloat16", "of_copy": 0.85}
 
 
 def fastest_own(result, *, allocates: bool | None = None) -> object:
-    """The fastest steady row that is the package's own (not a peer, not a copy).
+    """The fastest row that is the package's own (not a peer, not a copy), as
+    ``bench.fastest_group`` finds it.
 
     ``allocates=True`` keeps only rows that return new tensors (as every peer
     does), ``False`` only rows that write into given outputs or in place: a
-    peer is compared with the package like with like. A row the table marks
-    noisy is left out (its median says nothing, so it cannot be the fastest);
-    ``noisy_own`` lists what was left out. ValueError if no row remains.
+    peer is compared with the package like with like. Rows timed in the same
+    rounds are weighed by their per-round ratios; rows timed apart (a record
+    made before rounds were kept) leave a noisy row out, and ``noisy_own``
+    lists what was left out. ValueError if no row remains.
     """
-    own = _own_rows(result, allocates)
+    own = own_rows(result, allocates)
     if not own:
         raise ValueError(
             f"no row of the package's own with allocates={allocates} in this run"
         )
-    steady = [t for t in own if not t.noisy]
-    if not steady:
+    try:
+        return bench.fastest_group(own)[0]
+    except ValueError:
         raise ValueError(
             f"every row of the package's own with allocates={allocates} is marked "
             f"noisy in this run ({', '.join(repr(t.name) for t in own)}): record "
             "the suite again on a quiet machine"
-        )
-    return min(steady, key=lambda t: t.median_ms)
+        ) from None
 
 
 def noisy_own(result, *, allocates: bool | None = None) -> list:
-    """The package's own rows that ``fastest_own`` leaves out as noisy."""
-    return [t for t in _own_rows(result, allocates) if t.noisy]
+    """The package's own rows that ``fastest_own`` could not weigh: noisy rows
+    timed apart from the rest (rows timed in the same rounds are all weighed)."""
+    own = own_rows(result, allocates)
+    paired = bool(own) and all(per_round(t, own[0]) is not None for t in own[1:])
+    return [] if paired else [t for t in own if t.noisy]
 
 
-def _own_rows(result, allocates: bool | None) -> list:
+def own_rows(result, allocates: bool | None) -> list:
     """The package's own rows (not a peer, not a copy), of one kind if asked."""
     return [
         t
@@ -382,7 +388,7 @@ def check_targets(result) -> list[str]:
         return [f"no verdict on the targets: {error}"]
     on_gpu = result.environment["device"].startswith("cuda")
     target = GPU_TARGET if on_gpu else CPU_TARGET
-    group = bench.fastest_group(_own_rows(result, None))
+    group = bench.fastest_group(own_rows(result, None))  # with its ties
     lines = [f"fastest of the package's rows: {bench.fastest_text(group)}"]
     at_target = result.settings.get("shape") == target["shape"] and (
         result.settings.get("dtype") == target["dtype"]

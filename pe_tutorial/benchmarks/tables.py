@@ -325,7 +325,15 @@ def _aligned(rows: list[list[str]]) -> list[str]:
         if row[1] == "" and row is not rows[0]:
             lines.append(row[0])  # a row's own shapes, under it
             continue
-        first, *rest = textwrap.wrap(row[0], name_width) or [""]
+        # a noisy row's star stays with the last word of its name
+        star = row[0].endswith(" *")
+        name = row[0][:-2] if star else row[0]
+        first, *rest = textwrap.wrap(name, name_width - 2 * star) or [""]
+        if star:
+            if rest:
+                rest[-1] += " *"
+            else:
+                first += " *"
         widths[0] = max(widths[0] if overflow <= 0 else name_width, len(first))
         cells = [first.ljust(widths[0])]
         cells += [cell.rjust(w) for cell, w in zip(row[1:], widths[1:])]
