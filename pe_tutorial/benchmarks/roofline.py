@@ -166,9 +166,10 @@ def report(result) -> list[str]:
     c = ceilings(result)
     return [
         f"reached: {c['flop_per_s'] / 1e9:.0f} Gflop/s in the product, "
-        f"{c['bytes_per_s'] / 1e9:.1f} GB/s in the copy of its bytes (the machine's "
-        "memory ceiling is copy_sizes' plateau, chapter 10); ridge point "
-        f"{c['ridge']:.0f} flop per byte"
+        f"{c['bytes_per_s'] / 1e9:.1f} GB/s in the copy of its bytes; ridge point "
+        f"{c['ridge']:.0f} flop per byte against that copy (chapter 10's roof "
+        "divides by the machine's memory ceiling, copy_sizes' plateau, so its "
+        "ridge may differ)"
     ]
 
 
