@@ -15,9 +15,7 @@ names).
 
 from __future__ import annotations
 
-import statistics
-
-from .round_ratios import per_round
+from .round_ratios import per_round, quartiles
 from .tables import Timing, format_ms
 
 __all__ = [
@@ -41,14 +39,6 @@ __all__ = [
 # FAULTS_FLOOR per call (a few first touches, nothing next to the work)
 FAULTS_FACTOR = 2.0
 FAULTS_FLOOR = 8.0
-
-
-def quartiles(values: list[float]) -> tuple[float, float]:
-    """25th and 75th percentiles of ``values`` (the single value twice for one)."""
-    if len(values) < 2:
-        return values[0], values[0]
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q3
 
 
 def quartiles_overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:

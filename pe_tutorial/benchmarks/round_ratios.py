@@ -33,7 +33,14 @@ from typing import Any
 
 Timing = Any  # a ``timing.Timing`` (timing imports this module's users)
 
-__all__ = ["NOISY_SPREAD", "RoundRatio", "unpaired_reason", "round_ratio", "per_round"]
+__all__ = [
+    "NOISY_SPREAD",
+    "quartiles",
+    "RoundRatio",
+    "unpaired_reason",
+    "round_ratio",
+    "per_round",
+]
 
 # A row whose interquartile range, or whose processes' medians, spread over more
 # than this fraction of its median is marked noisy; so is a per-round ratio
@@ -41,7 +48,8 @@ __all__ = ["NOISY_SPREAD", "RoundRatio", "unpaired_reason", "round_ratio", "per_
 NOISY_SPREAD = 0.25
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """25th and 75th percentiles of ``values`` (the single value twice for one)."""
     if len(values) < 2:
         return values[0], values[0]
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
@@ -69,7 +77,7 @@ class RoundRatio:
     @property
     def quartiles(self) -> tuple[float, float]:
         """25th and 75th percentiles of the per-round ratios."""
-        return _quartiles(list(self.ratios))
+        return quartiles(list(self.ratios))
 
     @property
     def spread(self) -> float:

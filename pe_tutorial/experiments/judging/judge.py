@@ -273,6 +273,27 @@ def baseline_sources(
 _SECTION = {"heldout": "language_model", "tasks": "passkey"}
 
 
+def _baselines(
+    plain: dict[str, Preset], against: tuple[str, ...], device, smoke: bool
+) -> tuple[dict[str, dict[str, str | None]], dict[str, tuple[str, ...]]]:
+    """Why each baseline of each reading stage is trained again (None: reused
+    from the package's records, ``baseline_sources``), and the baselines each
+    stage trains. A smoke run reuses none: the book's records are not at its
+    sizes."""
+    if smoke:
+        reasons = {stage: dict.fromkeys(against, SMOKE_REASON) for stage in plain}
+    else:
+        reasons = {
+            stage: baseline_sources(stage, preset, against, device)
+            for stage, preset in plain.items()
+        }
+    retrain = {
+        stage: tuple(b for b, why in why_not.items() if why)
+        for stage, why_not in reasons.items()
+    }
+    return reasons, retrain
+
+
 def _whole_record(
     stage: str, preset: Preset, book: str, record: dict | None, device: torch.device
 ) -> str | None:
@@ -456,17 +477,7 @@ def plan_text(
     plain = stage_presets(
         scheme, source, settings=settings, best=best or stand_in, smoke=smoke
     )
-    if smoke:
-        reasons = {stage: dict.fromkeys(against, SMOKE_REASON) for stage in plain}
-    else:
-        reasons = {
-            stage: baseline_sources(stage, preset, against, device)
-            for stage, preset in plain.items()
-        }
-    retrain = {
-        stage: tuple(b for b, why in why_not.items() if why)
-        for stage, why_not in reasons.items()
-    }
+    reasons, retrain = _baselines(plain, against, device, smoke)
     reading = stage_presets(
         scheme,
         source,
@@ -934,17 +945,7 @@ def main(argv: list[str] | None = None) -> int:
         points = sweep_points(*tuning_records)
         best = tuned_table(best_training(points))[scheme]
         plain = stage_presets(scheme, source, settings=args.set, best=best, smoke=smoke)
-        if smoke:  # never reused: the book's records are not at the smoke's sizes
-            reasons = {stage: dict.fromkeys(against, SMOKE_REASON) for stage in plain}
-        else:
-            reasons = {
-                stage: baseline_sources(stage, preset, against, device)
-                for stage, preset in plain.items()
-            }
-        retrain = {
-            stage: tuple(b for b, why in why_not.items() if why)
-            for stage, why_not in reasons.items()
-        }
+        reasons, retrain = _baselines(plain, against, device, smoke)
         records = {}
         presets = stage_presets(
             scheme, source, settings=args.set, best=best, retrain=retrain, smoke=smoke
