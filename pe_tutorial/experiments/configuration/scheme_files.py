@@ -164,6 +164,21 @@ def _loading_failed(source: str, error: Exception) -> ExperimentError:
     )
 
 
+def _check_logits(
+    logits: torch.Tensor, *, rows: int, length: int, where: str, why: str
+) -> None:
+    # the model's outputs for `rows` rows of `length` bytes: their shape, then finite
+    expected = (rows, length, VOCAB_SIZE)
+    if tuple(logits.shape) != expected:
+        counted = "a row" if rows == 1 else f"{rows} rows"
+        raise ExperimentError(
+            f"{where}: logits of shape {tuple(logits.shape)} for {counted} of "
+            f"{length} bytes; expected {expected}"
+        )
+    if not torch.isfinite(logits).all():
+        raise ExperimentError(f"{where}: non-finite logits at length {length} ({why})")
+
+
 def probe_scheme(name: str, source: str) -> None:
     """Build a small causal model with the scheme and check its outputs: finite
     logits shaped ``(batch, length, 256)`` at two lengths, and none that moves
@@ -197,16 +212,13 @@ def probe_scheme(name: str, source: str) -> None:
 
     short, full = forward(tokens[:, :8]), forward(tokens)
     for logits, length in ((short, 8), (full, 16)):
-        if tuple(logits.shape) != (2, length, VOCAB_SIZE):
-            raise ExperimentError(
-                f"{where}: logits of shape {tuple(logits.shape)} for 2 rows of "
-                f"{length} bytes; expected (2, {length}, {VOCAB_SIZE})"
-            )
-        if not torch.isfinite(logits).all():
-            raise ExperimentError(
-                f"{where}: non-finite logits at length {length} (a bias of -inf on "
-                "every key of a row, or an overflow?)"
-            )
+        _check_logits(
+            logits,
+            rows=2,
+            length=length,
+            where=where,
+            why="a bias of -inf on every key of a row, or an overflow?",
+        )
     # each byte of the row changed in turn, the last included (a look-ahead may reach
     # one position only), byte 10 first: the message a scheme that reads the whole
     # row gets; all of them in one batch
@@ -285,12 +297,4 @@ def probe_lengths(
                 f"(a length {what} are scored at): "
                 f"{_first_line(error)}"
             ) from None
-        if tuple(logits.shape) != (1, length, VOCAB_SIZE):
-            raise ExperimentError(
-                f"{where}: logits of shape {tuple(logits.shape)} for a row of "
-                f"{length} bytes (read by {what}); expected (1, {length}, {VOCAB_SIZE})"
-            )
-        if not torch.isfinite(logits).all():
-            raise ExperimentError(
-                f"{where}: non-finite logits at length {length} (read by {what})"
-            )
+        _check_logits(logits, rows=1, length=length, where=where, why=f"read by {what}")
