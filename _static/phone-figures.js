@@ -1,23 +1,22 @@
-// On a phone each figure of a chapter is shown at least two thirds of its own
-// width, so that its smallest text (10 pt at 100 dpi) stays over 9 px, and
-// scrolls sideways in its box (_static/phone.css); tools/phone_check.py checks
-// every page at 390 px. Wider screens show figures as before.
+// Every figure of a chapter is shown whole, at most its column's width (matplotlib
+// figures are drawn FIGURE_WIDTH = 6.4 inches wide, so on a phone their smallest
+// text stays about 8 px: pe_tutorial/pages/plots.py, checked on every page by
+// tools/phone_check.py). A tap or click on a figure opens its image at full size.
 (function () {
-  var PHONE = "(max-width: 575.98px)";
-  var SHARE = 0.67;
-  function size() {
-    var phone = window.matchMedia(PHONE).matches;
-    document.querySelectorAll(".bd-article figure > img").forEach(function (img) {
-      if (!img.naturalWidth) {
-        img.addEventListener("load", size, { once: true });
-        return;
-      }
-      var least = Math.ceil(img.naturalWidth * SHARE);
-      var column = img.parentElement.clientWidth;
-      img.style.maxWidth = phone && least > column ? "none" : "";
-      img.style.width = phone && least > column ? least + "px" : "";
+  function link() {
+    document.querySelectorAll(".bd-article figure img").forEach(function (img) {
+      if (img.closest("a")) return;
+      var a = document.createElement("a");
+      a.href = img.currentSrc || img.src;
+      a.className = "pe-figure-full";
+      a.title = "Open the figure at full size";
+      img.parentNode.insertBefore(a, img);
+      a.appendChild(img);
     });
   }
-  window.addEventListener("load", size);
-  window.addEventListener("resize", size);
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", link);
+  } else {
+    link();
+  }
 })();

@@ -203,8 +203,11 @@ def test_format_table_says_what_was_timed_and_compares_with_the_copy():
     # what every row shares is said once: the dtype and shapes of the timed rows
     # and how every row was sampled
     assert lines[1] == "dtype bfloat16; q 2x16x2048x128; every time: single calls"
+    # the quoted ratio first, after the name (a phone's column shows it)
     assert lines[2].split() == [
         "what",
+        "x",
+        "copy",
         "median",
         "ms",
         "IQR",
@@ -212,12 +215,10 @@ def test_format_table_says_what_was_timed_and_compares_with_the_copy():
         "GB/s",
         "%",
         "peak",
-        "x",
-        "copy",
     ]
-    # 2e9 bytes in 2 ms = 1000 GB/s = 30% of 3350; twice the copy's time
-    assert lines[4].split() == ["t", "2.00", "2.00-2.00", "1000.0", "30%", "2.00"]
-    assert lines[5].split()[-1] == "1.00"
+    # twice the copy's time; 2e9 bytes in 2 ms = 1000 GB/s = 30% of 3350
+    assert lines[4].split() == ["t", "2.00", "2.00", "2.00-2.00", "1000.0", "30%"]
+    assert lines[5].split()[4] == "1.00"  # after the copy's name, 4 words
     assert lines[-1].startswith("x copy:")
 
 
@@ -229,7 +230,7 @@ def test_format_table_shows_each_rows_shapes_when_they_differ_and_marks_noise():
     lines = text.splitlines()
     assert lines[0] == "every time: single calls"
     assert lines[3].startswith("t ") and lines[4] == "  x 4"
-    assert lines[5].startswith("b *") and lines[5].endswith("2.00")
+    assert lines[5].startswith("b *") and lines[5].split()[2] == "2.00"  # x ref
     assert lines[6] == "  x 8"
     assert "x ref: median over that of 't'" in text
     assert "too noisy to trust" in lines[-1]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from printed_tables import cell
 
 from pe_tutorial import benchmarks
 from pe_tutorial.benchmarks import _core, attention_bias, recorded
@@ -176,10 +177,8 @@ def test_show_prints_the_recorded_runs_then_this_machine(capsys):
     assert recorded_part.startswith("recorded run: NVIDIA H100 80GB HBM3, 2026-01-01")
     assert live_part.startswith("\n" + live.environment["device_name"])
     # the fixture's sinusoidal row is 0.02 ms against a 0.01 ms copy
-    sinusoidal = next(
-        line for line in recorded_part.splitlines() if line.startswith("sinusoidal")
-    )
-    assert sinusoidal.split()[-1] == "2.00" and sinusoidal.split()[-2] == "25%"
+    assert cell(recorded_part, "sinusoidal", "x copy") == "2.00"
+    assert cell(recorded_part, "sinusoidal", "% peak") == "25%"
 
 
 def test_the_quoted_run_comes_first_and_is_what_the_text_reads(

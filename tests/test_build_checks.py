@@ -306,38 +306,150 @@ def test_make_test_checks_the_notebook_figures():
 
 
 PHONE_PAGE = """<!DOCTYPE html><html><head>
-<meta name="viewport" content="width=device-width, initial-scale=1"></head>
-<body style="margin:0"><main><article>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>figure { margin: 0 0 1rem }  /* as the book theme sets it */
+%(css)s</style></head>
+<body style="margin:0"><main><article class="bd-article" style="padding:0 16px">
 <p>Some text that wraps at any width, as a paragraph should.</p>
-%s
-</article></main></body></html>"""
+%(body)s
+</article></main><script>%(js)s</script></body></html>"""
+
+
+def _phone_problems(tmp_path, name: str, body: str) -> list[str]:
+    """phone_check's problems for a page of ``body``, with the book's own phone
+    stylesheet and scripts (_static/) on it."""
+    import phone_check
+
+    static = ROOT / "_static"
+    page = tmp_path / f"{name}.html"
+    page.write_text(
+        PHONE_PAGE
+        % {
+            "css": (static / "phone.css").read_text(),
+            "js": "\n".join(
+                (static / f).read_text()
+                for f in ("phone-figures.js", "phone-tables.js", "scroll-cues.js")
+            ),
+            "body": body,
+        }
+    )
+    browser = check_pages.find_browser()
+    return phone_check.problems(phone_check.layout(check_pages.render, browser, page))
+
+
+_HEADS = "".join(f"<th>column number {i}</th>" for i in range(6))
+_CELLS = "".join(f"<td>value {i} of the row</td>" for i in range(6))
+WIDE_TABLE = (
+    f"<table><thead><tr>{_HEADS}</tr></thead><tbody><tr>{_CELLS}</tr></tbody></table>"
+)
 
 
 @pytest.mark.skipif(check_pages.find_browser() is None, reason="needs Chromium")
-def test_the_phone_check_finds_what_sticks_out_at_390_px(tmp_path):
-    """A seeded wide equation (a box 600 px wide that does not scroll), a figure
-    shrunk until its text is unreadable, and the same content made to fit."""
-    import phone_check
+def test_the_phone_check_fails_each_seeded_case_at_390_px(tmp_path):
+    """Each thing a phone reader would miss, seeded alone (issue 67): a figure in
+    a box that scrolls sideways, a figure shrunk until its text is unreadable, a
+    display equation wider than the column (its box scrolls), one that fits the
+    column but not the folded solution it sits in, a box that scrolls with no
+    cue, and something wider than the column that does not scroll."""
     from PIL import Image
 
-    Image.new("RGB", (800, 400), "white").save(tmp_path / "figure.png")
-    wide = '<div class="math" style="width:600px">a wide equation</div>'
-    shrunk = '<figure><img src="figure.png" style="max-width:100%"></figure>'
-    boxed = (
-        '<div style="overflow-x:auto"><div style="width:600px">a wide one</div></div>'
-        '<figure style="overflow-x:auto"><img src="figure.png" style="width:560px">'
-        "</figure>"
+    Image.new("RGB", (800, 400), "white").save(tmp_path / "wide.png")
+    Image.new("RGB", (600, 300), "white").save(tmp_path / "fits.png")
+    seeded = {
+        "scrolling figure": (
+            '<figure style="overflow-x:auto">'
+            '<img src="wide.png" style="width:560px;max-width:none"></figure>',
+            "figure not shown whole",
+        ),
+        "shrunk figure": (
+            '<figure><img src="wide.png"></figure>',
+            "figure text",
+        ),
+        "wide equation": (
+            '<div class="math" style="overflow-x:auto"><mjx-container display="true"'
+            ' style="display:block"><mjx-math style="display:inline-block;'
+            'width:600px">x = a + b</mjx-math></mjx-container></div>',
+            "display math wider than the",
+        ),
+        "equation in a solution": (
+            '<div class="admonition toggle toggle-hidden" style="padding:0 40px">'
+            '<p class="admonition-title">Solution</p><div class="math">'
+            '<mjx-container display="true" style="display:block"><mjx-math '
+            'style="display:inline-block;width:300px">y = c</mjx-math>'
+            "</mjx-container></div></div>",
+            "display math wider than the",
+        ),
+        "uncued box": (
+            '<div class="box" style="overflow-x:auto"><div style="width:600px">'
+            "a wide one</div></div>",
+            "scrolls sideways with no cue",
+        ),
+        "sticking": (
+            '<div class="wide" style="width:600px">a wide block</div>',
+            "sticks out",
+        ),
+    }
+    for name, (body, expected) in seeded.items():
+        found = _phone_problems(tmp_path, name.replace(" ", "-"), body)
+        assert any(expected in p for p in found), (name, found)
+    # the same content as the book lays it out: nothing to report
+    good = (
+        '<figure><img src="fits.png"></figure>'
+        '<div class="math"><mjx-container display="true" style="display:block">'
+        '<mjx-math style="display:inline-block;width:300px">x = a</mjx-math>'
+        "</mjx-container></div>"
+        '<div class="output"><pre style="overflow-x:auto">'
+        + "a printed table row " * 8
+        + "</pre></div>"
+        + WIDE_TABLE
     )
+    assert _phone_problems(tmp_path, "good", good) == []
+
+
+@pytest.mark.skipif(check_pages.find_browser() is None, reason="needs Chromium")
+def test_a_wide_table_stacks_on_a_phone_with_each_cell_under_its_heading(tmp_path):
+    """phone-tables.js stacks a table wider than the column; without it the same
+    table is reported."""
+    import phone_check
+
+    page = tmp_path / "bare.html"
+    page.write_text(PHONE_PAGE % {"css": "", "js": "", "body": WIDE_TABLE})
     browser = check_pages.find_browser()
-    found = {}
-    for name, body in (("bad", wide + shrunk), ("good", boxed)):
-        page = tmp_path / f"{name}.html"
-        page.write_text(PHONE_PAGE % body)
-        report = phone_check.layout(check_pages.render, browser, page)
-        found[name] = phone_check.problems(report)
-    assert any("sticks out" in p and "a wide equation" in p for p in found["bad"])
-    assert any(p.startswith("phone: figure text") for p in found["bad"])
-    assert found["good"] == [], found["good"]
+    bare = phone_check.problems(phone_check.layout(check_pages.render, browser, page))
+    assert any("a table wider than the" in p for p in bare), bare
+    dom, _ = check_pages.render(
+        browser,
+        _stacked_page(tmp_path),
+        extra=("--allow-file-access-from-files", "--window-size=500,1000"),
+    )
+    # the frame's table: stacked, its first cell labelled with its heading
+    assert "<pre>pe-stacked column number 0</pre>" in dom, dom[-500:]
+
+
+def _stacked_page(tmp_path):
+    # the table in a 390 px frame with the book's stylesheet and script; the
+    # outer page copies the frame's table out so the dumped DOM shows its class
+    static = ROOT / "_static"
+    inner = tmp_path / "inner.html"
+    inner.write_text(
+        PHONE_PAGE
+        % {
+            "css": (static / "phone.css").read_text(),
+            "js": (static / "phone-tables.js").read_text(),
+            "body": WIDE_TABLE,
+        }
+    )
+    outer = tmp_path / "outer.html"
+    outer.write_text(
+        '<iframe id="f" src="inner.html" style="width:390px;height:900px"></iframe>'
+        "<script>window.addEventListener('load', function () { setTimeout(function"
+        " () { var t = document.getElementById('f').contentDocument"
+        ".querySelector('table'); var p = document.createElement('pre');"
+        " p.textContent = t.className + ' ' + t.querySelector('td')"
+        ".getAttribute('data-label'); document.body.appendChild(p); }, 500); });"
+        "</script>"
+    )
+    return outer
 
 
 def test_joining_a_cells_streams_for_the_page_leaves_the_written_outputs_as_sent():

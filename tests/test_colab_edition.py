@@ -41,7 +41,12 @@ def test_every_chapter_in_the_toc_has_an_edition(edition):
 def test_no_myst_is_left(edition):
     for name, notebook in edition.items():
         assert colab_edition.myst_left(notebook) == [], name
-        assert not re.search(r"\{(cite|glue|numref|doc)", text(notebook)), name
+        assert not re.search(r"\{(cite|glue|numref|doc|ref)", text(notebook)), name
+        assert not re.search(r"^\([\w-]+\)=", text(notebook), flags=re.M), name
+    # a section's link keeps its words
+    assert "skip to the timing section and the" in " ".join(
+        text(edition["06_rope.ipynb"]).split()
+    )
 
 
 def test_the_detector_sees_myst():

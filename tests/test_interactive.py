@@ -372,3 +372,33 @@ def test_the_rope_pair_draws_one_unit_as_long_on_both_axes(width, height):
     assert width / (2 * half["x"]) == pytest.approx(height / (2 * half["y"]))
     # and the whole circle of radius 1.2 stays inside the plot
     assert min(half.values()) == pytest.approx(1.2)
+
+
+def _js_ternary(expression: str, **names: str) -> str:
+    # "<test> ? 'a' : 'b'" as Python, for the one-level ternaries of legend labels
+    test, rest = expression.split("?", 1)
+    yes, no = rest.split(":", 1)
+    for name, value in names.items():
+        test = test.replace(name, repr(value))
+    return eval(f"({yes.strip()}) if ({test.strip()}) else ({no.strip()})")  # noqa: S307
+
+
+@pytest.mark.parametrize("build", FIGURES)
+def test_no_legend_prints_a_raw_true_or_false(build):
+    """A colour scale over booleans labels its entries in words (chapter 6's
+    wavelength figure once read "true / false")."""
+    spec = build().to_dict()
+    for encoding in _values(spec, "color"):
+        domain = (
+            encoding.get("scale", {}).get("domain", [])
+            if isinstance(encoding, dict)
+            else []
+        )
+        if not any(isinstance(value, bool) for value in domain):
+            continue
+        expression = encoding.get("legend", {}).get("labelExpr")
+        assert expression, f"{build.__name__}: a boolean legend without labelExpr"
+        words = {
+            _js_ternary(expression, **{"datum.label": str(v).lower()}) for v in domain
+        }
+        assert len(words) == len(domain) and not words & {"true", "false"}, words

@@ -30,6 +30,7 @@ from pe_tutorial.pages.plots import (  # noqa: E402
     OTHER_COLOURS,
     SCHEME_COLOURS,
     heatmap_stack,
+    legend_below,
     line_plot,
     stacked_bars,
 )
@@ -300,6 +301,36 @@ def test_line_plot_can_put_its_legend_below_and_use_log_axes():
     anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
     assert anchor.y0 < 0 and [t.get_text() for t in legend.get_texts()] == ["a", "b"]
     plt.close(ax.figure)
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_legend_below_sits_under_the_x_label_and_keeps_the_axes_width(constrained):
+    fig, axes = plt.subplots(2, 1, figsize=(6.4, 7), constrained_layout=constrained)
+    for ax in axes:
+        for name in ("one curve", "another", "a third"):
+            ax.plot([0, 1], [0, 1], label=name)
+        ax.set(xlabel="a label under the ticks", title="t")
+        legend_below(ax)
+    fig.canvas.draw()  # the layout engine has placed everything
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        legend = ax.get_legend().get_window_extent(renderer)
+        label = ax.xaxis.label.get_window_extent(renderer)
+        frame = ax.get_window_extent(renderer)
+        # below the x label (and so the ticks), centred on the axes, within them
+        assert legend.y1 <= label.y0 + 1
+        assert abs((legend.x0 + legend.x1) / 2 - (frame.x0 + frame.x1) / 2) < 2
+        assert legend.x0 >= frame.x0 - 1 and legend.x1 <= frame.x1 + 1
+        # three short names: one row
+        assert legend.height < 2 * label.height + 10
+    if constrained:  # the layout makes room: clear of the bottom axes' title
+        top = axes[0].get_legend().get_window_extent(renderer)
+        assert top.y0 >= axes[1].title.get_window_extent(renderer).y1 - 1
+    plt.close(fig)
+    _, ax = plt.subplots()
+    with pytest.raises(ValueError, match="no labelled artist"):
+        legend_below(ax)
+    plt.close("all")
 
 
 def test_heatmap_stack_draws_each_table_in_its_own_titled_panel():

@@ -322,21 +322,45 @@ def test_chapters_with_figures_use_the_book_style(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
 def test_figures_are_narrow_enough_for_their_text_to_be_read(path):
-    """At most 8 inches wide (at 100 dpi the column shows them at about 0.85x, so
-    12 pt text stays near the page's 16 px), and no text set smaller than 10 pt."""
+    """At most ``pe.FIGURE_WIDTH`` (6.4) inches wide and no text set under
+    ``MIN_FONT_PT`` (11 pt): on a phone the figure is shown whole in a column
+    358 px wide, and its smallest text then stays 8 px or more
+    (tools/phone_check.py measures the built pages)."""
+    from pe_tutorial.pages.plots import FIGURE_WIDTH, MIN_FONT_PT
+
     for index, cell in enumerate(read_notebook(path)["cells"]):
         text = cell_text(cell) if cell["cell_type"] == "code" else ""
-        for width in re.findall(r"figsize=\(\s*([0-9.]+)", text):
-            assert float(width) <= 8, (
+        widths = re.findall(r"(?:figsize=\(|set_size_inches\()\s*([0-9.]+)", text)
+        for width in widths:
+            assert float(width) <= FIGURE_WIDTH, (
                 f"{path.name} cell {index}: a figure {width} inches wide is shrunk "
-                "on the page until its text is small; make it at most 8 inches wide "
-                "(stack panels instead of placing them side by side)"
+                "on a phone until its text is small; make it at most "
+                f"{FIGURE_WIDTH} inches wide (stack panels instead of placing them "
+                "side by side, put the legend under the axes: pe.legend_below)"
             )
         for size in re.findall(r"fontsize=([^,)\s]+)", text):
             small = size.strip("'\"") in ("small", "x-small", "xx-small") or (
-                size.replace(".", "").isdigit() and float(size) < 10
+                size.replace(".", "").isdigit() and float(size) < MIN_FONT_PT
             )
-            assert not small, f"{path.name} cell {index}: fontsize={size} is too small"
+            assert not small, (
+                f"{path.name} cell {index}: fontsize={size} is under {MIN_FONT_PT} pt"
+            )
+
+
+def test_the_package_figures_keep_to_the_same_width_and_text_size():
+    """Every figure the package draws (pages/, the viewer's and the card's)
+    holds the chapters' rule too."""
+    from pe_tutorial.pages.plots import FIGURE_WIDTH, MIN_FONT_PT
+
+    for path in sorted((ROOT / "pe_tutorial").rglob("*.py")):
+        text = path.read_text()
+        widths = re.findall(r"(?:figsize=\(|set_size_inches\()\s*([0-9.]+)", text)
+        for width in widths:
+            assert float(width) <= FIGURE_WIDTH, (
+                f"{path.name}: a figure {width} in wide"
+            )
+        for size in re.findall(r"fontsize=([0-9.]+)", text):
+            assert float(size) >= MIN_FONT_PT, f"{path.name}: fontsize={size}"
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)

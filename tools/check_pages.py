@@ -17,9 +17,11 @@ For each page of the book (``index.html`` and ``book/*.html``):
 - no request left the page: Chromium runs with every host name unresolvable,
   so a script, style or image fetched from the network fails to load, and the
   failure is a console error;
-- the page reads on a phone: loaded in a true 390 px viewport, nothing sticks
-  out of the column unless it scrolls in its own box, display math keeps its
-  tall glyphs, and figure text stays over 9 px (``tools/phone_check.py``).
+- the page reads on a phone: loaded in a true 390 px viewport, every figure is
+  shown whole in the column with its text about 8 px or more, no display
+  equation or table is wider than the column, a box that scrolls sideways says
+  so, nothing else sticks out, and display math keeps its tall glyphs
+  (``tools/phone_check.py``).
 
 With ``--install`` (as ``make check-pages`` runs it), a missing browser is
 installed first: Debian's ``chromium`` package through ``apt-get``, as root or

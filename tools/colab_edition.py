@@ -19,7 +19,8 @@ In every markdown cell:
 - ``{glue:text}`` becomes the value the book's build computed (read from
   ``NAME.glue.json`` next to the executed notebooks), with its format; a
   note at the top says that the cells print the reader's own numbers;
-- ``{numref}``, ``{doc}`` and ``(label)=`` targets become plain words.
+- ``{numref}``, ``{doc}``, ``{ref}`` and ``(label)=`` targets become plain words
+  (a ``{ref}`` its link text).
 
 The first code cell (the install cell) installs the package at the same
 commit from the repository in ``_config.yml``, so a fork's edition installs
@@ -277,11 +278,17 @@ class Converter:
             number = re.match(r"(\d+)_", Path(target).name)
             return f"chapter {int(number.group(1))}" if number else target
 
+        def ref(match):
+            # a section's link: its text, where it has one
+            target = match.group(1)
+            return target.split("<")[0].strip() if "<" in target else "that section"
+
         text = re.sub(r"\{cite:([pt])\}`([^`]+)`", cite, text)
         text = re.sub(r"\{glue:text\}`([^`]+)`", glue, text)
         text = re.sub(r"\{glue\}`([^`]+)`", glue, text)
         text = re.sub(r"\{numref\}`([^`]+)`", numref, text)
         text = re.sub(r"\{doc\}`([^`]+)`", doc, text)
+        text = re.sub(r"\{ref\}`([^`]+)`", ref, text)
         text = re.sub(r"^\([\w-]+\)=\s*$\n?", "", text, flags=re.M)
         return text
 

@@ -3,9 +3,9 @@
 ``format_table`` turns a list of ``timing.Timing`` rows into the plain text
 every chapter's timing cell prints: a header with the device, threads, torch
 and what the rows share (dtype, shapes, how they were sampled), then one line
-per row (median and interquartile range in ms, GB/s, share of the GPU's
-data-sheet peak, ``x copy``, ``x ref``, peak memory, page faults, the spread
-of separate processes), each row's own settings under it, and a footer that
+per row (``x copy`` and ``x ref`` first, the ratios the chapters quote, then
+median and interquartile range in ms, GB/s, share of the GPU's data-sheet
+peak, peak memory, page faults, the spread of separate processes), each row's own settings under it, and a footer that
 says what each column means. A row whose calls or processes disagree by more
 than ``NOISY_SPREAD`` of its median is starred; chapter 10 explains the
 method, and ``timing`` holds the measuring and the rule that no ratio is read
@@ -187,7 +187,15 @@ class _Columns:
 
     @classmethod
     def choose(cls, timings: list[Timing], peak, ref: Timing | None) -> _Columns:
-        names = ["what", "median ms", "IQR ms"]
+        # the ratios the chapters quote come right after the row's name, so a
+        # phone's column (about 47 characters of the outputs' font) shows them
+        names = ["what"]
+        copy = any(t.copy_ms is not None for t in timings)
+        if copy:
+            names.append("x copy")
+        if ref is not None:
+            names.append("x ref")
+        names += ["median ms", "IQR ms"]
         bandwidth = any(t.bytes_moved is not None for t in timings)
         if bandwidth:
             names.append("GB/s")
@@ -195,11 +203,6 @@ class _Columns:
             names.append("% peak")
         else:
             peak = None
-        copy = any(t.copy_ms is not None for t in timings)
-        if copy:
-            names.append("x copy")
-        if ref is not None:
-            names.append("x ref")
         memory = any(t.peak_bytes is not None for t in timings)
         if memory:
             names.append("peak MiB")
@@ -229,15 +232,7 @@ class _Columns:
 
     def row(self, t: Timing) -> list[str]:
         q1, q3 = t.quartiles_ms
-        name = t.name + (" *" if t.noisy else "")
-        row = [name, format_ms(t.median_ms), f"{format_ms(q1)}-{format_ms(q3)}"]
-        bandwidth = t.bandwidth_gb_s
-        if self.bandwidth:
-            row.append("" if bandwidth is None else f"{bandwidth:.1f}")
-        if self.peak:
-            row.append(
-                "" if bandwidth is None else f"{100 * bandwidth / self.peak:.0f}%"
-            )
+        row = [t.name + (" *" if t.noisy else "")]
         if self.copy:
             copy = self.copies.get((t.bytes_moved, t.allocates))
             if copy is None and t.ratio_to_copy is not None:
@@ -246,6 +241,14 @@ class _Columns:
                 row.append(self.ratio_cell(t, copy))
         if self.ref is not None:
             row.append(self.ratio_cell(t, self.ref))
+        row += [format_ms(t.median_ms), f"{format_ms(q1)}-{format_ms(q3)}"]
+        bandwidth = t.bandwidth_gb_s
+        if self.bandwidth:
+            row.append("" if bandwidth is None else f"{bandwidth:.1f}")
+        if self.peak:
+            row.append(
+                "" if bandwidth is None else f"{100 * bandwidth / self.peak:.0f}%"
+            )
         if self.memory:
             row.append("" if t.peak_bytes is None else _mib(t.peak_bytes))
         if self.faults:
@@ -310,19 +313,20 @@ TABLE_WIDTH = 88
 def _aligned(rows: list[list[str]]) -> list[str]:
     """Rows as text columns (names left, numbers right), a rule under the first.
 
-    A row whose second cell is empty is a row's own settings, printed as is.
+    A row whose cells after the first are all empty is a row's own settings,
+    printed as is.
     Where the columns would pass ``TABLE_WIDTH``, long names wrap onto lines
     of their own under the row (indented), so the numbers stay in columns.
     """
     widths = [
-        max(len(row[i]) for row in rows if not (i == 0 and row[1] == ""))
+        max(len(row[i]) for row in rows if not (i == 0 and not any(row[1:])))
         for i in range(len(rows[0]))
     ]
     overflow = sum(widths) + 2 * (len(widths) - 1) - TABLE_WIDTH
     name_width = max(16, widths[0] - overflow) if overflow > 0 else widths[0]
     lines = []
     for row in rows:
-        if row[1] == "" and row is not rows[0]:
+        if not any(row[1:]) and row is not rows[0]:
             lines.append(row[0])  # a row's own shapes, under it
             continue
         # a noisy row's star stays with the last word of its name

@@ -272,8 +272,9 @@ class Family:
     def table(self) -> str:
         """The family as the page prints it: a line naming it, its size, the
         correction and what its claims rest on, then one short line per claim
-        (key, difference, interval, adjusted p, conclusion). Claims resting on
-        different seeds or files say so on their own line."""
+        (key and conclusion first, so a phone's column shows them, then the
+        difference, interval and adjusted p). Claims resting on different seeds
+        or files say so on their own line."""
         closed = self.close()
         width = max((len(key) for key in closed), default=0)
         rests = {_rests(v) for v in closed.values()}
@@ -282,13 +283,13 @@ class Family:
         lines = [head + (f"; each {shared}" if shared else "")]
         for key, v in closed.items():
             if v.n < 2:
-                lines.append(f"  {key:{width}}  {v.difference:+.3f}  {v.conclusion}")
+                lines.append(f"  {key:{width}}  {v.conclusion}  {v.difference:+.3f}")
                 continue
             own = "" if shared else f"  ({_rests(v)})"
+            said = "real" if v.real else "not shown"
             lines.append(
-                f"  {key:{width}}  {v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
-                f"  p_Holm {v.p_adjusted:.2g}  "
-                f"{'real' if v.real else 'not shown'}{own}"
+                f"  {key:{width}}  {said:9}  {v.difference:+.3f}"
+                f" [{v.low:+.3f}, {v.high:+.3f}]  p_Holm {v.p_adjusted:.2g}{own}"
             )
         return "\n".join(lines)
 

@@ -456,8 +456,13 @@ def rope_wavelength_figure(*, head_dim: int = 128, base: float = 10000.0):
                 "completes:N",
                 title="a full turn within L",
                 scale=alt.Scale(domain=[True, False], range=["#1f77b4", "#d62728"]),
-                # below the plot, so the figure fits the text column
-                legend=alt.Legend(orient="bottom", direction="horizontal"),
+                # below the plot, so the figure fits the text column; its
+                # entries in words, not the field's true / false
+                legend=alt.Legend(
+                    orient="bottom",
+                    direction="horizontal",
+                    labelExpr="datum.label == 'true' ? 'yes' : 'no'",
+                ),
             ),
             tooltip=[
                 "pair:Q",

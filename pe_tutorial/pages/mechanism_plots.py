@@ -10,7 +10,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from .plots import (
+    FIGURE_WIDTH,
     OTHER_COLOURS,
+    legend_below,
 )
 
 
@@ -29,7 +31,7 @@ def rope_scaling_ratios(
     plain, _ = scaled_rope_frequencies(head_dim, "linear", factor=1.0)
     pairs = torch.arange(head_dim // 2)
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.2))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4.6), constrained_layout=True)
     for method, marker in zip(methods, "osD^vP*"):
         frequencies, scale = scaled_rope_frequencies(
             head_dim,
@@ -46,7 +48,7 @@ def rope_scaling_ratios(
         ylabel="new frequency / old",
         title=f"RoPE scalings at s = {factor:g}, D = {head_dim}, L = {train_length}",
     )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_below(ax, columns=2)
     ax.grid(alpha=0.3)
     return ax
 
@@ -54,7 +56,9 @@ def rope_scaling_ratios(
 def _two_panels(axes, height: float):
     # the two stacked axes a helper draws on: the given pair, or a new figure's
     if axes is None:
-        _, axes = plt.subplots(2, 1, figsize=(8, height), constrained_layout=True)
+        _, axes = plt.subplots(
+            2, 1, figsize=(FIGURE_WIDTH, height), constrained_layout=True
+        )
     if len(axes) != 2:
         raise ValueError(f"give two axes (top and bottom), got {len(axes)}")
     return axes
@@ -163,7 +167,7 @@ def shift_arcs(
     from ``PE(start)`` to ``M_k PE(start)``, drawn where ``M_k`` puts it.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 6))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 7.2), constrained_layout=True)
     turn = torch.arange(int(2 * math.pi / frequency) + 1)
     ax.plot(
         torch.sin(turn * frequency),
@@ -198,8 +202,8 @@ def shift_arcs(
         xlim=(-1.3, 1.3),
         ylim=(-1.3, 1.3),
     )
-    # beside the circle, not on it
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    # under the circle, not on it
+    legend_below(ax, columns=2)
     return ax
 
 
@@ -223,7 +227,11 @@ def word_order_panels(layer, inputs: dict, words: list[str], order: torch.Tensor
     Returns the figure and, per label, the largest absolute difference.
     """
     fig, axes = plt.subplots(
-        3, len(inputs), figsize=(8, 10), constrained_layout=True, squeeze=False
+        3,
+        len(inputs),
+        figsize=(FIGURE_WIDTH, 10),
+        constrained_layout=True,
+        squeeze=False,
     )
     differences, largest = {}, {}
     for column, (label, (x_a, x_b)) in enumerate(inputs.items()):
@@ -299,7 +307,7 @@ def rope_base_panels(bases: dict, distances: torch.Tensor, edges: list[int]):
     wavelengths, the bound at each of ``distances``, and its mean over each
     window between consecutive ``edges``. Returns the figure.
     """
-    fig, axes = plt.subplots(2, 1, figsize=(8, 8), constrained_layout=True)
+    fig, axes = plt.subplots(2, 1, figsize=(FIGURE_WIDTH, 8), constrained_layout=True)
     for label, (wavelengths, curve, means) in bases.items():
         if len(means) != len(edges) - 1:
             raise ValueError(
@@ -318,7 +326,7 @@ def rope_base_panels(bases: dict, distances: torch.Tensor, edges: list[int]):
         ylabel=r"wavelength $2\pi/\theta_i$ (positions)",
     )
     axes[1].set(
-        title="Relative upper bound, averaged over windows of distance (raw curve faint)",
+        title="Relative upper bound, averaged over windows\nof distance (raw curve faint)",
         xlabel="distance |r| (log scale)",
         ylabel="relative upper bound",
         xscale="log",

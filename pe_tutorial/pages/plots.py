@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.transforms import ScaledTranslation
 
-# Chapters draw figures 7 to 9 inches wide, shown scaled to the text column
-# (about 730 px at a 1280 px window); 12 pt text then comes out about as large
-# as the page's own text.
+# The widest a figure is drawn, in inches (issue 67). Saved at 100 dpi it is
+# about 640 px: at 1280 px it sits in the text column at its own size, and on a
+# phone (a column 358 px wide at a 390 px viewport) it is shown whole at about
+# 0.55 of it, so its smallest text (MIN_FONT_PT) still comes out at 8 CSS px or
+# more. tools/phone_check.py measures this on every built page.
+FIGURE_WIDTH = 6.4
+# The smallest text a figure may set, in points (tests/test_project.py holds
+# the chapters to it; legends use it).
+MIN_FONT_PT = 11
+
 BOOK_STYLE = {
     "font.size": 12,
     "axes.titlesize": 13,
     "axes.labelsize": 12,
-    "legend.fontsize": 11,
+    "legend.fontsize": MIN_FONT_PT,
+    "figure.figsize": (FIGURE_WIDTH, 4.0),
 }
 
 
@@ -80,7 +89,7 @@ def heatmap(
         raise ValueError(f"heatmap needs a 2-D tensor, got shape {tuple(table.shape)}")
     values = table.detach().float().cpu()
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4))
     limit = float(values.abs().max()) or 1.0
     kwargs = {"vmin": -limit, "vmax": limit} if symmetric else {}
     image = ax.imshow(
@@ -111,7 +120,7 @@ def line_plot(
     no legend.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.5))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 3.5))
     for label, y in curves.items():
         y = y.detach().cpu() if isinstance(y, torch.Tensor) else y
         ax.plot(x.cpu() if isinstance(x, torch.Tensor) else x, y, label=label, **style)
@@ -128,16 +137,51 @@ def line_plot(
 
 def _legend(ax, where: str) -> None:
     if where == "below":
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2)
+        legend_below(ax)
     else:
         ax.legend(loc=where)
+
+
+def legend_below(ax, *, columns: int | None = None, **options):
+    """The axes' legend centred just under its x axis (under its tick labels and
+    label), in rows of ``columns`` entries (by default as many as fit a row of
+    ``FIGURE_WIDTH``: 3, or 2 when a label is long), so the plot keeps the
+    figure's whole width: a legend beside the axes narrows it, and on a phone the
+    figure is only a column wide. Call it once the axes are labelled. ``options``
+    go to ``Axes.legend``; returns the legend.
+
+    The gap under the axes is measured in points (the tick labels' and the x
+    label's height), so it holds when a layout engine resizes the axes; the
+    legend counts in the figure's layout and in its saved bounding box."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        raise ValueError("legend_below: the axes have no labelled artist to list")
+    if columns is None:
+        longest = max(len(label) for label in labels)
+        columns = min(len(labels), 3 if longest <= 16 else 2)
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    below = ax.get_window_extent(renderer).y0 - ax.get_tightbbox(renderer).y0
+    gap = (below + 4) / fig.dpi  # inches
+    options.setdefault("frameon", False)
+    return ax.legend(
+        handles,
+        labels,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        bbox_transform=ax.transAxes + ScaledTranslation(0, -gap, fig.dpi_scale_trans),
+        ncols=columns,
+        **options,
+    )
 
 
 def heatmap_stack(
     tables: dict,
     *,
     columns: int = 1,
-    panel_size: tuple[float, float] = (7, 4.5),
+    panel_size: tuple[float, float] = (FIGURE_WIDTH, 4.5),
     **style,
 ):
     """One ``heatmap`` per titled table, stacked in ``columns`` (panels stacked, not
@@ -151,7 +195,7 @@ def heatmap_stack(
     fig, axes = plt.subplots(
         rows,
         columns,
-        figsize=(min(width * columns, 8), height * rows),
+        figsize=(min(width * columns, FIGURE_WIDTH), height * rows),
         constrained_layout=True,
         squeeze=False,
     )
@@ -183,7 +227,9 @@ def stacked_bars(
                 f"row {label!r} has parts {sorted(values)}; every row needs {parts}"
             )
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 2), constrained_layout=True)
+        _, ax = plt.subplots(
+            figsize=(FIGURE_WIDTH, 0.5 * len(rows) + 2), constrained_layout=True
+        )
     labels = list(rows)[::-1]  # barh draws upwards: the first row on top
     left = [0.0] * len(labels)
     palette = iter(OTHER_COLOURS[1:] * (len(parts) // (len(OTHER_COLOURS) - 1) + 1))
@@ -197,5 +243,5 @@ def stacked_bars(
         ax.text(total, y, f" {total:.1f}", va="center")
     ax.set_xlim(0, 1.12 * max(left))
     ax.set(title=title, xlabel=xlabel)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(parts))
+    legend_below(ax)
     return ax

@@ -10,19 +10,22 @@ import matplotlib.pyplot as plt
 import torch
 
 from .plots import (
+    FIGURE_WIDTH,
+    MIN_FONT_PT,
     curve_colours,
+    legend_below,
 )
 
 
 def _mark_training_length(ax, train_length: int) -> None:
-    ax.axvline(train_length, color="0.5", linestyle="--", linewidth=1)
-    ax.annotate(
-        "training length",
-        (train_length, 1),
-        xycoords=("data", "axes fraction"),
-        xytext=(4, -14),
-        textcoords="offset points",
-        color="0.4",
+    # named in the legend, not written on the axes, where it sat on the curves
+    # (a scheme's accuracy near 1 at the training length)
+    ax.axvline(
+        train_length,
+        color="0.5",
+        linestyle="--",
+        linewidth=1,
+        label="training length",
     )
 
 
@@ -57,7 +60,7 @@ def length_curves(
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.5))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 5), constrained_layout=True)
     markers = "osD^vP*Xh<>"
     colours = curve_colours(labels)
     for i, (entry, label) in enumerate(zip(entries, labels)):
@@ -83,7 +86,7 @@ def length_curves(
     lengths = sorted({int(n) for e in entries for n in e["summary"]})
     ax.set_xticks(lengths, [str(n) for n in lengths])
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_below(ax)
     ax.grid(alpha=0.3)
     return ax
 
@@ -114,7 +117,7 @@ def position_curves(
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.5))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 5), constrained_layout=True)
     for entry, label, colour in zip(entries, labels, curve_colours(labels)):
         curves = [run[key] for run in entry["runs"] if run.get(key)]
         if not curves:
@@ -137,7 +140,7 @@ def position_curves(
     if key == "position_gain":
         ax.axhline(0.0, color="0.3", linewidth=0.8)
     ax.set(title=title, xlabel="position in the window (bytes)", ylabel=ylabel)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_below(ax)
     ax.grid(alpha=0.3)
     return ax
 
@@ -164,7 +167,7 @@ def learning_curves(
     if len(entries) != len(labels):
         raise ValueError(f"{len(entries)} entries but {len(labels)} labels")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 4.5))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 5), constrained_layout=True)
     markers = "osD^vP*Xh<>"
     colours = curve_colours(labels)
     for i, (entry, label) in enumerate(zip(entries, labels)):
@@ -182,7 +185,7 @@ def learning_curves(
             color=colours[i],
         )
     ax.set(title=title, xlabel="training step", ylabel=ylabel)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    legend_below(ax)
     ax.grid(alpha=0.3)
     return ax
 
@@ -216,20 +219,24 @@ def passkey_grid(entry: dict, *, title: str, ax=None, colorbar: bool = True):
                 colour = "0.35"
             else:
                 colour = "black" if value > 0.6 else "white"
-            ax.text(j, i, text, ha="center", va="center", color=colour, fontsize=10)
+            ax.text(
+                j, i, text, ha="center", va="center", color=colour, fontsize=MIN_FONT_PT
+            )
     ax.set_xticks(range(len(lengths)), lengths)
     ax.set_yticks(range(len(depths)), [f"{float(d):.2f}" for d in depths])
     ax.set(title=title, xlabel="length (tokens)", ylabel="depth of the key")
     return ax
 
 
-def passkey_grids(entries: dict[str, dict], *, title: str, columns: int = 4):
-    """``passkey_grid`` for each labelled entry, side by side with one colour bar."""
+def passkey_grids(entries: dict[str, dict], *, title: str, columns: int = 2):
+    """``passkey_grid`` for each labelled entry, ``columns`` to a row (two fit a
+    figure ``FIGURE_WIDTH`` wide with their cells' numbers readable), with one
+    colour bar under them."""
     rows = -(-len(entries) // columns)
     fig, axes = plt.subplots(
         rows,
         columns,
-        figsize=(3.2 * columns, 2.9 * rows),
+        figsize=(FIGURE_WIDTH, 2.9 * rows * 2 / columns + 0.8),
         constrained_layout=True,
         squeeze=False,
     )
@@ -241,7 +248,9 @@ def passkey_grids(entries: dict[str, dict], *, title: str, columns: int = 4):
         if ax.get_visible() and ax not in axes[:, 0]:
             ax.set_ylabel("")
     image = axes.flat[0].images[0]
-    fig.colorbar(image, ax=axes, label="accuracy", shrink=0.8)
+    fig.colorbar(
+        image, ax=axes, label="accuracy", shrink=0.6, location="bottom", aspect=40
+    )
     fig.suptitle(title)
     return fig
 
@@ -256,7 +265,7 @@ def rate_sweep(
     Returns the axes and, per label, the rate with the lowest mean.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 4))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 4))
     best = {}
     for (label, sweep), marker in zip(sweeps.items(), "osD^v"):
         rates = sorted(sweep)
@@ -310,7 +319,7 @@ def sweep_grid(points, *, schemes: list[str], title: str, ax=None):
                 rates.index(p.learning_rate),
             ] = p.bpb
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 0.42 * len(rows) + 1.6))
+        _, ax = plt.subplots(figsize=(FIGURE_WIDTH, 0.42 * len(rows) + 1.6))
     finite = grid[~grid.isnan()]
     # the colour scale spans the good scores: a diverged model stays dark, not a
     # scale that makes every other cell look alike
@@ -335,7 +344,7 @@ def sweep_grid(points, *, schemes: list[str], title: str, ax=None):
                 f"{value:.2f}",
                 ha="center",
                 va="center",
-                fontsize=9,
+                fontsize=MIN_FONT_PT,
                 color="white" if dark else "black",
             )
             if (best.position_lr_multiplier, best.learning_rate) == (rows[i][1], rate):
