@@ -438,6 +438,63 @@ def test_jobs_give_the_record_of_one_process(tiny_results, tmp_path, monkeypatch
     assert not (tmp_path / "out.json.partial").exists()
 
 
+def test_ctrl_c_stops_every_worker_and_keeps_the_finished_units(monkeypatch):
+    """KeyboardInterrupt in the calling process (here raised as the first unit
+    comes back) stops the workers (``stop_workers``) rather than waiting for
+    their units, the finished unit having been handed over."""
+    import multiprocessing
+
+    from pe_tutorial.experiments.running import pool
+
+    stopped = []
+    real = pool.stop_workers
+    monkeypatch.setattr(pool, "stop_workers", lambda: stopped.append(real()))
+    units = Runner(TINY, torch.device("cpu"), progress=False).plan()[:6]
+    handed = []
+
+    def finished(unit, result, seconds):
+        handed.append(unit.key)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pool.compute_in_processes(
+            TINY, torch.device("cpu"), units, 2, finished, lambda line: None
+        )
+    assert len(handed) == 1 and handed[0] in {unit.key for unit in units}
+    assert len(stopped) == 1 and multiprocessing.active_children() == []
+
+
+def _sleep(seconds):  # a worker busy with a long unit
+    import time
+
+    time.sleep(seconds)
+
+
+def test_stop_workers_ends_a_busy_worker_at_once():
+    import multiprocessing
+    import time
+
+    from pe_tutorial.experiments.running import pool
+
+    worker = multiprocessing.get_context("spawn").Process(target=_sleep, args=(60,))
+    worker.start()
+    start = time.perf_counter()
+    assert pool.stop_workers() == [worker.pid]
+    assert not worker.is_alive() and time.perf_counter() - start < 15
+
+
+def test_ctrl_c_is_said_in_one_line(monkeypatch, capsys):
+    from pe_tutorial.experiments import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["--preset", "quick"]) == 130
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "stopped (Ctrl-C)" in said[0] and "--resume" in said[0]
+
+
 def test_a_worker_takes_its_share_of_threads_and_a_gpu_in_turn(monkeypatch):
     from pe_tutorial.experiments.running import pool
 

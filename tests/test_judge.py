@@ -657,8 +657,14 @@ def test_the_readme_says_what_the_shipped_judge_of_kerple_found():
         ["nope"],
         ["rope", "shaw", "deberta"],
     )
+    # but KERPLE did not learn look-back, nor did NoPE: that lead compares nothing
+    from pe_tutorial.experiments.viewing.report_card import unlearned
+
+    assert {"kerple-log", "nope", "alibi"} <= set(unlearned(judged)["lookback"])
     assert "passkey at its length and nowhere at 8x" in readme
-    assert "at 8x ahead of NoPE and behind RoPE, Shaw and DeBERTa" in readme
+    assert "at 8x behind RoPE, Shaw and DeBERTa" in readme
+    assert "did not learn look-back" in readme
+    assert "at 8x ahead of NoPE" not in readme
     card = root / "examples" / "kerple-card" / "report.md"
     assert judge["scheme_file_digest"] in card.read_text()
 

@@ -75,17 +75,29 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status (2: a bad experiment, bad arguments,
     or a run file that cannot be resumed or merged, with one line saying why)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "merge":
-        return _merge(argv[1:])
-    if argv and argv[0] == "show":
-        return _show(argv[1:])
-    if argv and argv[0] == "judge":
-        from .judging.judge import main as judge
+    try:
+        if argv and argv[0] == "merge":
+            return _merge(argv[1:])
+        if argv and argv[0] == "show":
+            return _show(argv[1:])
+        if argv and argv[0] == "judge":
+            from .judging.judge import main as judge
 
-        return judge(argv[1:])
-    if argv and argv[0] == "run":
-        argv = argv[1:]
-    return _run(argv)
+            return judge(argv[1:])
+        if argv and argv[0] == "run":
+            argv = argv[1:]
+        return _run(argv)
+    except KeyboardInterrupt:
+        print(STOPPED, file=sys.stderr)
+        return 130
+
+
+# Ctrl-C, said in one line (the workers are stopped: running/pool.py)
+STOPPED = (
+    f"{PROG}: stopped (Ctrl-C). The models finished before it are kept where the run "
+    "writes them (its PATH.partial with --record or --json, a judge's folder); the "
+    "same command with --resume goes on from them."
+)
 
 
 def _run_parser() -> argparse.ArgumentParser:

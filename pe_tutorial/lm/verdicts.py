@@ -68,6 +68,7 @@ from .._validation import require_positive_int
 
 __all__ = [
     "Verdict",
+    "detectable_difference",
     "holm",
     "paired_verdict",
     "sign_flip_p",
@@ -404,3 +405,35 @@ def verdict_family(name: str, verdicts: list[Verdict]) -> list[Verdict]:
         replace(v, p_adjusted=q, family=name, family_size=len(verdicts))
         for v, q in zip(verdicts, adjusted, strict=True)
     ]
+
+
+DETECTION_POWER = 0.8
+
+
+def detectable_difference(verdict: Verdict, *, power: float = DETECTION_POWER) -> float:
+    """The smallest true difference that ``verdict``'s seeds would call real with
+    probability ``power``, at the strictest level of its family (Holm tests the
+    smallest p against ``alpha / m``, ``m = verdict.family_size``; chapter 9,
+    the report card).
+
+    The usual normal-theory bound on a paired t-test: with ``se`` the standard
+    error of the mean difference, read back from the interval's half-width
+    (``half / t_{(1 + level)/2, n-1}``),
+
+        detectable = (t_{1 - alpha / (2m), n-1} + t_{power, n-1}) * se.
+
+    It is approximate (it ignores the noncentral t's skew, so it runs a little
+    low at small ``n``) and, on text, the interval also resamples files. A
+    claim whose interval is a point (every seed the same) gives 0; with under
+    two seeds there is nothing to say (``nan``)."""
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be between 0 and 1, got {power}")
+    if verdict.n < 2:
+        return math.nan
+    df = verdict.n - 1
+    half = (verdict.high - verdict.low) / 2
+    se = half / student_t_quantile((1 + verdict.level) / 2, df)
+    strictest = verdict.alpha / max(1, verdict.family_size)
+    return (
+        student_t_quantile(1 - strictest / 2, df) + student_t_quantile(power, df)
+    ) * se

@@ -10,6 +10,11 @@ torch threads, so N workers share the cores rather than fight over them; with
 CUDA each worker takes a GPU in turn (``cuda:0``, ``cuda:1``, ... and round
 again when there are more workers than GPUs).
 
+Ctrl-C is the calling process's: the workers ignore it, and the caller stops
+them at once (``stop_workers``: a unit part-way through is dropped, the units
+already handed to ``finished`` are kept) and raises ``KeyboardInterrupt`` for
+the command line to say so in one line.
+
 A unit seeds everything it draws, so its result does not depend on which
 process computes it or what that process computed before; it can depend on
 the number of threads, which sets the order of some sums on a CPU. A worker
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable
 
@@ -30,7 +36,7 @@ from ..configuration.presets import Preset
 from .runner import Runner
 from .units import Unit
 
-__all__ = ["compute_in_processes", "worker_devices", "worker_threads"]
+__all__ = ["compute_in_processes", "stop_workers", "worker_devices", "worker_threads"]
 
 _WORKER: dict = {}  # in a worker: its runner's units by key, and its log lines
 
@@ -50,6 +56,8 @@ def worker_threads(jobs: int) -> int:
 
 
 def _start(preset: Preset, devices, threads: int) -> None:
+    # Ctrl-C reaches every process of the terminal; the caller stops the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
     # a fresh process: the reader's own schemes are registered here again
     scheme_files.load(preset.schemes_from)
@@ -80,6 +88,8 @@ def compute_in_processes(
 
     An error in a unit stops the rest (those running finish first) and is
     raised here; the units finished before it have been handed to ``finished``.
+    Ctrl-C (``KeyboardInterrupt``) stops every worker at once (``stop_workers``)
+    and is raised again.
     """
     if not units:
         return
@@ -100,5 +110,19 @@ def compute_in_processes(
             for line in lines:
                 log(line)
             finished(futures[future], result, seconds)
+    except KeyboardInterrupt:
+        stop_workers()
+        raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def stop_workers() -> list[int]:
+    """End this process's worker processes now (a unit part-way through is lost);
+    their process ids."""
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout=10)
+    return [child.pid for child in children]

@@ -19,11 +19,27 @@ from pathlib import Path
 
 from ...lm.findings import mean_at
 from ...lm.run_verdicts import brief, entry_verdict
-from ...lm.verdicts import claim_count, verdict_family
+from ...lm.verdicts import (
+    DETECTION_POWER,
+    claim_count,
+    detectable_difference,
+    verdict_family,
+)
+from ..configuration.config import PRESETS, preset_to_dict
 from .run_files import own_corpus, plain_entries, readable
 from .viewer_figures import write_figures
 
-__all__ = ["write_card", "card_text", "judged_claims"]
+__all__ = ["write_card", "card_text", "judged_claims", "unlearned", "short_budgets"]
+
+# A model has learned a task when its mean accuracy over seeds at the task's own
+# length reaches this (chapter 9's "never learn it": ALiBi and NoPE on look-back,
+# above chance, below one half); two schemes that both stay under it have not
+# been compared on the task, whatever their difference.
+LEARNED_AT = 0.5
+NOT_LEARNED = "not learned: no comparison"
+# the tasks a judged record holds, and what the protocol trains them from: the
+# book's presets the judge's stages start from (judge.STAGES)
+TASKS = (("lookback", "look-back"), ("passkey", "passkey"))
 
 
 def _provenance(results: dict) -> list[str]:
@@ -43,12 +59,18 @@ def _provenance(results: dict) -> list[str]:
         f"- **Code**: pe_tutorial code version `{meta.get('code_version', '?')}`",
     ]
     if judge:
-        spent = judge.get("stage_seconds", {})
-        lines.append(
-            "- **Time**: "
-            + ", ".join(f"{stage} {s / 60:.1f} min" for stage, s in spent.items())
-            + " of training and scoring, summed over processes"
-        )
+        spent = judge.get("stage_seconds") or {}
+        total = meta.get("wall_seconds")
+        summed = "of training and scoring, summed over processes"
+        if spent:
+            parts = ", ".join(f"{stage} {s / 60:.1f} min" for stage, s in spent.items())
+            lines.append(f"- **Time**: {parts} {summed}")
+        elif total is not None:  # a judge from before the stages were timed apart
+            lines.append(
+                f"- **Time**: {total / 60:.1f} min {summed} (not recorded per stage)"
+            )
+        else:
+            lines.append("- **Time**: not recorded")
     lines += [
         f"- **Command**: `{meta.get('command', '?')}`",
     ]
@@ -119,8 +141,86 @@ def _count(n: int, thing: str) -> str:
     return f"{n} {thing}" if n == 1 else f"{n} {thing}s"
 
 
-def _family_table(name: str, claims: list[tuple[str, str, object]]) -> list[str]:
-    """A family's claims as a Markdown table (baseline, length, verdict)."""
+def unlearned(results: dict) -> dict[str, list[str]]:
+    """Per task of a record (``"lookback"``, ``"passkey"``), the schemes whose mean
+    accuracy at the task's own length is under ``LEARNED_AT``."""
+    settings = results["settings"]
+    found = {}
+    for section, _ in TASKS:
+        if not results.get(section) or section not in settings:
+            continue
+        n0 = settings[section]["seq_len"]
+        found[section] = [
+            e["scheme"]
+            for e in results[section]
+            if mean_at(e, n0) is not None and mean_at(e, n0) < LEARNED_AT
+        ]
+    return found
+
+
+def short_budgets(results: dict) -> list[tuple[str, int, int]]:
+    """``(what, steps here, the protocol's steps)`` for each part of a judged
+    record trained for fewer steps than the judge's protocol (the book's
+    ``heldout`` preset for text, ``tuned`` for the tasks)."""
+    settings = results["settings"]
+    text = preset_to_dict(PRESETS["heldout"])
+    tasks = preset_to_dict(PRESETS["tuned"])
+    parts = [("text", settings["train"]["steps"], text["train"]["steps"])]
+    for section, what in TASKS:
+        if section in settings and results.get(section):
+            parts.append((what, settings[section]["steps"], tasks[section]["steps"]))
+    return [(what, here, book) for what, here, book in parts if here < book]
+
+
+def _read_first(results: dict) -> list[str]:
+    # what the verdicts below cannot say, before them
+    lines = []
+    for what, here, book in short_budgets(results):
+        lines.append(
+            f"- **Short budget**: the {what} models trained {here} steps, where the "
+            f"protocol trains {book}. Chapter 9 reads its headlines at the protocol's "
+            "budget; a verdict at this one may not hold there."
+        )
+    mine = results["settings"]["judge"]["scheme"]
+    for section, what in TASKS:
+        below = unlearned(results).get(section)
+        if not below:
+            continue
+        verb = "scores" if len(below) == 1 else "score"
+        listed = ", ".join(f"`{s}`" for s in below)
+        if mine in below:
+            others = [f"`{s}`" for s in below if s != mine]
+            then = (
+                f" `{mine}`'s claims against {', '.join(others)} are marked "
+                f"'{NOT_LEARNED}': "
+                "neither model did the task, so their difference says nothing about it."
+                if others
+                else ""
+            )
+        else:
+            then = (
+                f" `{mine}` learned it: its claims against "
+                f"{'it' if len(below) == 1 else 'them'} compare a model that did the "
+                "task with one that did not."
+            )
+        lines.append(
+            f"- **Not learned**: on {what}, {listed} {verb} under {LEARNED_AT:g} at "
+            f"the task's own length (mean of seeds).{then}"
+        )
+    return ["", "## Read first", "", *lines] if lines else []
+
+
+def _family_table(
+    name: str,
+    claims: list[tuple[str, str, object]],
+    *,
+    mine: str | None = None,
+    not_learned: frozenset[str] = frozenset(),
+) -> list[str]:
+    """A family's claims as a Markdown table (baseline, length, verdict, and the
+    smallest difference its seeds could call real: ``detectable_difference``); a
+    claim between two schemes in ``not_learned`` (``mine`` and the baseline) says
+    ``NOT_LEARNED`` instead of its verdict."""
     if not claims:
         return []
     verdicts = verdict_family(name, [v for _, _, v in claims])
@@ -128,13 +228,17 @@ def _family_table(name: str, claims: list[tuple[str, str, object]]) -> list[str]
         "",
         f"**{name}** ({claim_count(len(verdicts))}, Holm-corrected):",
         "",
-        "| against | at | difference [95% interval], n, p | verdict |",
-        "|---|---:|---|---|",
+        "| against | at | difference [95% interval], n, p | detectable | verdict |",
+        "|---|---:|---|---:|---|",
     ]
     for (against, length, _), v in zip(claims, verdicts):
         text = brief(v)
         number, _, conclusion = text.rpartition(": ")
-        lines.append(f"| `{against}` | {length} | {number} | {conclusion} |")
+        if mine in not_learned and against in not_learned:
+            conclusion = NOT_LEARNED
+        detectable = detectable_difference(v)
+        shown = "-" if detectable != detectable else f"{detectable:.3f}"
+        lines.append(f"| `{against}` | {length} | {number} | {shown} | {conclusion} |")
     return lines
 
 
@@ -209,10 +313,23 @@ def _verdicts(results: dict) -> list[str]:
         "the bootstrap's, and a bootstrap's p is at least one over its number of "
         "draws (10,000), so several claims can share the smallest adjusted p. With "
         "three seeds a paired interval can reach past the +-1 an accuracy "
-        "difference can take: it says how little three seeds settle.",
+        "difference can take: it says how little three seeds settle. 'detectable' "
+        "is the smallest true difference these seeds would call real "
+        f"{DETECTION_POWER:.0%} of the time at the family's strictest level (Holm's "
+        "first step, 0.05 over the number of claims), from the interval's width: "
+        "a difference under it that is 'not shown to differ' may still be there.",
     ]
+    below = unlearned(results)
     for name, claims in judged_claims(results):
-        lines += _family_table(name, claims)
+        section = next(
+            (s for s, what in TASKS if name.endswith(f"{what} accuracy")), None
+        )
+        lines += _family_table(
+            name,
+            claims,
+            mine=mine,
+            not_learned=frozenset(below.get(section, [])),
+        )
     return lines
 
 
@@ -240,6 +357,8 @@ def card_text(results: dict, figures: list[Path], tables: str) -> str:
     if smoke:
         title += f" ({smoke})"
     lines = [f"# {title}", ""] + _provenance(results)
+    if judge and not smoke:
+        lines += _read_first(results)
     if judge:
         lines += _protocol(results)
         if smoke:
@@ -265,6 +384,38 @@ def card_text(results: dict, figures: list[Path], tables: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _verdict_figures(results: dict, folder: Path) -> list[Path]:
+    """One figure per family of a judged record: each claim's paired difference
+    and interval (``pages.verdict_plots``), as the verdicts read them."""
+    import matplotlib.pyplot as plt
+
+    from ...pages.verdict_plots import paired_intervals
+
+    mine = results["settings"]["judge"]["scheme"]
+    below = unlearned(results)
+    written = []
+    for number, (name, claims) in enumerate(judged_claims(results), start=1):
+        adjusted = verdict_family(name, [v for *_, v in claims])
+        measure = name.rpartition(": ")[2]
+        section = next((s for s, what in TASKS if measure == f"{what} accuracy"), None)
+        skip = set(below.get(section, [])) if mine in below.get(section, []) else set()
+        labelled = [
+            (f"{against} at {n}" + (" (not learned)" if against in skip else ""), v)
+            for (against, n, _), v in zip(claims, adjusted, strict=True)
+        ]
+        ax = paired_intervals(
+            labelled,
+            title=f"{mine} minus each baseline: {measure}\n"
+            "mean paired difference, 95% interval (filled: a real difference)",
+            xlabel=f"difference in {measure}",
+        )
+        path = folder / f"verdicts-{number}.png"
+        ax.figure.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(ax.figure)
+        written.append(path)
+    return written
+
+
 def write_card(results: dict, folder: str | Path, tables: str) -> Path:
     """Write ``report.md`` and its figures into ``folder`` (``tables``: the
     viewer's text of the record); the page's path."""
@@ -273,7 +424,11 @@ def write_card(results: dict, folder: str | Path, tables: str) -> Path:
     matplotlib.use("Agg")  # files only
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    figures = write_figures(results, folder)
+    judge = results["settings"].get("judge")
+    verdicts = (
+        _verdict_figures(results, folder) if judge and not judge.get("verdict") else []
+    )
+    figures = verdicts + write_figures(results, folder)
     page = folder / "report.md"
     page.write_text(card_text(results, figures, tables))
     return page

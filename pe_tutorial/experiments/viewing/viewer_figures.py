@@ -22,6 +22,7 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from ...pages import run_plots as plots
+    from ...pages.plots import FIGURE_WIDTH
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -38,8 +39,8 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
         plt.close(figure)
         written.append(path)
 
-    def axes(size=(8, 4.5)):
-        return plt.subplots(figsize=size, constrained_layout=True)[1]
+    def axes(height=4.5):  # the book's width (pages.plots.FIGURE_WIDTH)
+        return plt.subplots(figsize=(FIGURE_WIDTH, height), constrained_layout=True)[1]
 
     def labels(section: str, entries: list[dict]) -> list[str]:
         return [row["variant"] for row in summarise(results, section, entries)]
@@ -79,7 +80,7 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
                 position_bin=settings.get("position_bin", 1),
                 merge=4 if bins % 4 == 0 else 1,
                 title=f"Loss by position in a window of {max(settings['lengths'] or [L])}",
-                ax=axes((8, 4.8)),
+                ax=axes(4.8),
             ),
         )
     curved = [e for e in plain_entries(results, own).values() if e.get("curve")] or [
@@ -91,7 +92,8 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
             lambda: plots.learning_curves(
                 curved,
                 labels=labels("language_model", curved),
-                title=f"Validation bits per byte at L = {L} during training",
+                title=f"Bits per byte at L = {L} during training (validation split;\n"
+                "the verdicts read the test split)",
                 ax=axes(),
             ),
         )
@@ -100,7 +102,7 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
         save(
             "rate_sweep",
             lambda: plots.rate_sweep(
-                sweeps, length=L, title="Each norm's best rate", ax=axes((6.5, 4))
+                sweeps, length=L, title="Each norm's best rate", ax=axes(4)
             )[0],
         )
     rope = plain_entries(results, own).get("rope")
@@ -177,12 +179,13 @@ def _stages(results: dict, section: str, base: int, what: dict):
     import matplotlib.pyplot as plt
 
     from ...pages import run_plots as plots
+    from ...pages.plots import FIGURE_WIDTH
 
     stages = list(dict.fromkeys(e["stage"] for e in results[section]))
     fig, axes = plt.subplots(
         len(stages),
         1,
-        figsize=(8, 4 * len(stages)),
+        figsize=(FIGURE_WIDTH, 4 * len(stages)),
         constrained_layout=True,
         sharex=True,
         squeeze=False,
