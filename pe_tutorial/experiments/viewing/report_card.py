@@ -182,8 +182,9 @@ def _read_first(results: dict) -> list[str]:
             "budget; a verdict at this one may not hold there."
         )
     mine = results["settings"]["judge"]["scheme"]
+    found = unlearned(results)
     for section, what in TASKS:
-        below = unlearned(results).get(section)
+        below = found.get(section)
         if not below:
             continue
         verb = "scores" if len(below) == 1 else "score"
@@ -210,16 +211,27 @@ def _read_first(results: dict) -> list[str]:
     return ["", "## Read first", "", *lines] if lines else []
 
 
+def _no_comparison(results: dict, name: str) -> frozenset[str]:
+    """The baselines of the family ``name`` (``judged_claims``) whose claims set
+    two schemes that did not learn the task side by side: the judged scheme and
+    the baseline both ``unlearned``; none when the family is not a task's or the
+    judged scheme learned it."""
+    mine = results["settings"]["judge"]["scheme"]
+    measure = name.rpartition(": ")[2]
+    section = next((s for s, what in TASKS if measure == f"{what} accuracy"), None)
+    below = unlearned(results).get(section, [])
+    return frozenset(below) - {mine} if mine in below else frozenset()
+
+
 def _family_table(
     name: str,
     claims: list[tuple[str, str, object]],
     *,
-    mine: str | None = None,
-    not_learned: frozenset[str] = frozenset(),
+    no_comparison: frozenset[str] = frozenset(),
 ) -> list[str]:
     """A family's claims as a Markdown table (baseline, length, verdict, and the
     smallest difference its seeds could call real: ``detectable_difference``); a
-    claim between two schemes in ``not_learned`` (``mine`` and the baseline) says
+    claim against a baseline in ``no_comparison`` (``_no_comparison``) says
     ``NOT_LEARNED`` instead of its verdict."""
     if not claims:
         return []
@@ -234,7 +246,7 @@ def _family_table(
     for (against, length, _), v in zip(claims, verdicts):
         text = brief(v)
         number, _, conclusion = text.rpartition(": ")
-        if mine in not_learned and against in not_learned:
+        if against in no_comparison:
             conclusion = NOT_LEARNED
         detectable = detectable_difference(v)
         shown = "-" if detectable != detectable else f"{detectable:.3f}"
@@ -299,7 +311,7 @@ def judged_claims(results: dict) -> list[tuple[str, list[tuple[str, int, object]
     return [(name, claims) for name, claims in families if claims]
 
 
-def _verdicts(results: dict) -> list[str]:
+def _verdicts(results: dict, families: list) -> list[str]:
     mine = results["settings"]["judge"]["scheme"]
     lines = [
         "",
@@ -319,16 +331,9 @@ def _verdicts(results: dict) -> list[str]:
         "first step, 0.05 over the number of claims), from the interval's width: "
         "a difference under it that is 'not shown to differ' may still be there.",
     ]
-    below = unlearned(results)
-    for name, claims in judged_claims(results):
-        section = next(
-            (s for s, what in TASKS if name.endswith(f"{what} accuracy")), None
-        )
+    for name, claims in families:
         lines += _family_table(
-            name,
-            claims,
-            mine=mine,
-            not_learned=frozenset(below.get(section, [])),
+            name, claims, no_comparison=_no_comparison(results, name)
         )
     return lines
 
@@ -342,9 +347,12 @@ _SMOKE = (
 )
 
 
-def card_text(results: dict, figures: list[Path], tables: str) -> str:
+def card_text(
+    results: dict, figures: list[Path], tables: str, families: list | None = None
+) -> str:
     """The page's Markdown: provenance, protocol, verdicts, the viewer's ``tables``
-    (``viewer.report``'s text) and the figures."""
+    (``viewer.report``'s text) and the figures. ``families``: a judged record's
+    ``judged_claims``, where the caller has them already (else computed here)."""
     judge = results["settings"].get("judge")
     title = (
         f"Report card: `{judge['scheme']}`"
@@ -364,7 +372,7 @@ def card_text(results: dict, figures: list[Path], tables: str) -> str:
         if smoke:
             lines += ["", "## Verdicts", "", f"{smoke}: {_SMOKE}"]
         else:
-            lines += _verdicts(results)
+            lines += _verdicts(results, families or judged_claims(results))
     lines += [
         "",
         "## Tables",
@@ -384,21 +392,20 @@ def card_text(results: dict, figures: list[Path], tables: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _verdict_figures(results: dict, folder: Path) -> list[Path]:
-    """One figure per family of a judged record: each claim's paired difference
-    and interval (``pages.verdict_plots``), as the verdicts read them."""
+def _verdict_figures(results: dict, families: list, folder: Path) -> list[Path]:
+    """One figure per family of a judged record (``families``: its
+    ``judged_claims``): each claim's paired difference and interval
+    (``pages.verdict_plots``), as the verdicts read them."""
     import matplotlib.pyplot as plt
 
     from ...pages.verdict_plots import paired_intervals
 
     mine = results["settings"]["judge"]["scheme"]
-    below = unlearned(results)
     written = []
-    for number, (name, claims) in enumerate(judged_claims(results), start=1):
+    for number, (name, claims) in enumerate(families, start=1):
         adjusted = verdict_family(name, [v for *_, v in claims])
         measure = name.rpartition(": ")[2]
-        section = next((s for s, what in TASKS if measure == f"{what} accuracy"), None)
-        skip = set(below.get(section, [])) if mine in below.get(section, []) else set()
+        skip = _no_comparison(results, name)
         labelled = [
             (f"{against} at {n}" + (" (not learned)" if against in skip else ""), v)
             for (against, n, _), v in zip(claims, adjusted, strict=True)
@@ -425,10 +432,10 @@ def write_card(results: dict, folder: str | Path, tables: str) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     judge = results["settings"].get("judge")
-    verdicts = (
-        _verdict_figures(results, folder) if judge and not judge.get("verdict") else []
-    )
+    # the families' verdicts, computed once for the figures and the page
+    families = judged_claims(results) if judge and not judge.get("verdict") else []
+    verdicts = _verdict_figures(results, families, folder) if families else []
     figures = verdicts + write_figures(results, folder)
     page = folder / "report.md"
-    page.write_text(card_text(results, figures, tables))
+    page.write_text(card_text(results, figures, tables, families or None))
     return page
