@@ -160,6 +160,45 @@ def test_a_look_ahead_at_the_last_byte_alone_is_refused(write, tmp_path):
         )
 
 
+# a look-ahead that reaches two places from byte 10: position 2 a little, position
+# 6 a lot (and, through attention, every output from 2 to 9 moves)
+TWO_PEEKS = """
+import torch
+import pe_tutorial as pe
+
+
+class TwoPeeks(pe.PositionScheme):
+    def add_to_input(self, x):
+        peek = torch.zeros_like(x)
+        if x.shape[1] > 10:
+            peek[:, 2] = 0.01 * x[:, 10]
+            peek[:, 6] = 10.0 * x[:, 10]
+        return x + peek
+
+
+pe.register_scheme(
+    pe.ModelScheme(
+        "two-peeks", "embeddings", 9, "positions 2 and 6 see byte 10",
+        layer=lambda config, shared: TwoPeeks(),
+    )
+)
+"""
+
+
+def test_the_look_ahead_message_names_the_first_position_that_moved(write, tmp_path):
+    """Not the one that moved most (6): a reader debugging the scheme starts from
+    the first output that saw the future."""
+    write(TWO_PEEKS)
+    with pytest.raises(
+        ExperimentError,
+        match=r"it looks ahead: the output at position 2 \(the first of 8\) changed "
+        "when only the byte at position 10 did",
+    ):
+        preset_from_dict(
+            experiment(tmp_path, [str(tmp_path / "my_pe.py")], ["two-peeks"])
+        )
+
+
 # the embeddings "rotated" once at the input (an absolute scheme's shared module),
 # right at every length but the probe's short one, 8 bytes
 WRONG_AT_8 = """
