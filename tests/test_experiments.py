@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import shutil
 import tomllib
 from dataclasses import replace
@@ -37,10 +38,14 @@ from pe_tutorial.experiments.records.results import summary
 from pe_tutorial.experiments.running import runner as experiments_runner
 from pe_tutorial.experiments.running import units
 from pe_tutorial.experiments.running.extensions import fine_tuning
+from pe_tutorial.experiments.running.measures import (
+    VALUES_KEPT,
+    position_parameter_values,
+)
 from pe_tutorial.experiments.running.runner import Runner
 from pe_tutorial.experiments.running.tasks import TaskUnits, keys_by_step
 from pe_tutorial.lm.data import shakespeare_corpus, stdlib_corpus
-from pe_tutorial.lm.model import SCHEMES, ModelConfig
+from pe_tutorial.lm.model import SCHEMES, ByteTransformer, ModelConfig
 from pe_tutorial.lm.train import TrainConfig
 from pe_tutorial.pages.glue import glue
 
@@ -118,6 +123,66 @@ def test_every_run_records_its_train_split_score_and_its_loss_by_position(
             assert sum(curve) / 32 == pytest.approx(run["bpb"]["32"], abs=1e-3)
     assert tiny_results["settings"]["eval_segments"] == TINY.eval_windows
     assert tiny_results["settings"]["position_bin"] == 1
+
+
+def test_a_scheme_with_position_parameters_keeps_them_as_it_started_and_trained(
+    tiny_results,
+):
+    """The learned tables (at the input and in every layer) keep their values as
+    the seeded model built them and as training left them; RoPE and ALiBi, whose
+    positions are buffers, keep none."""
+    names = {"input": "input_table.weight", "every_layer": None}
+    for entry in tiny_results["language_model"]:
+        for run in entry["runs"]:
+            kept = run.get("position_parameters")
+            if entry["scheme"] != "learned":
+                assert kept is None
+                continue
+            (name,) = kept["start"]
+            assert set(kept["trained"]) == {name}
+            if names[entry["absolute"]]:
+                assert name == names[entry["absolute"]]
+            else:
+                assert name.startswith("blocks.0.attention.scheme")
+            start, trained = kept["start"][name], kept["trained"][name]
+            assert start["shape"] == trained["shape"] == [16, 16]  # L x d_model
+            config = ModelConfig(
+                scheme="learned",
+                absolute=entry["absolute"],
+                max_positions=16,
+                **TINY.model,
+            )
+            torch.manual_seed(run["seed"])
+            built = dict(ByteTransformer(config).named_position_parameters())[name]
+            assert torch.tensor(start["values"]) == pytest.approx(
+                built.detach(), abs=6e-5
+            )
+            moved = torch.tensor(trained["values"]) - torch.tensor(start["values"])
+            assert moved.abs().max() > 1e-3  # three steps of Adam moved the table
+
+
+def test_a_large_position_parameter_is_kept_by_its_root_mean_square():
+    model = ByteTransformer(
+        ModelConfig(
+            scheme="learned", d_model=32, num_heads=2, num_layers=1, max_positions=64
+        )
+    )
+    table = model.input_table.weight
+    assert table.numel() > VALUES_KEPT
+    kept = position_parameter_values(model)["input_table.weight"]
+    assert "values" not in kept and kept["shape"] == [64, 32]
+    assert kept["rms"] == pytest.approx(
+        math.sqrt(
+            sum(v * v for v in table.detach().flatten().tolist()) / table.numel()
+        ),
+        rel=1e-5,
+    )
+    assert (
+        position_parameter_values(
+            ByteTransformer(ModelConfig(scheme="rope", d_model=32, num_heads=2))
+        )
+        == {}
+    )
 
 
 def test_every_run_keeps_its_segments_and_the_same_targets_in_an_L_window(

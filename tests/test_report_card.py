@@ -137,3 +137,66 @@ def test_the_card_has_a_verdict_figure_per_family(kerple, tmp_path):
     for number in range(1, len(families) + 1):
         assert (tmp_path / f"verdicts-{number}.png").is_file()
         assert f"](verdicts-{number}.png)" in text
+
+
+def _with_parameters(record: dict) -> dict:
+    """The KERPLE record with position parameters put into its text runs: r1 and
+    r2 per head (as KERPLE has), a (32, heads) table and one too large to keep."""
+    record = copy.deepcopy(record)
+    heads = record["settings"]["model"]["num_heads"]
+    entry = next(e for e in record["language_model"] if e["scheme"] == "kerple-log")
+    for k, run in enumerate(entry["runs"]):
+
+        def kept(scale, k=k):
+            return {
+                "blocks.0.attention.scheme.shared.r1": {
+                    "shape": [heads],
+                    "values": [scale * (h + 1) + k for h in range(heads)],
+                },
+                "blocks.0.attention.scheme.shared.r2": {
+                    "shape": [heads],
+                    "values": [0.5 * scale] * heads,
+                },
+                "blocks.1.attention.scheme.table": {
+                    "shape": [32, heads],
+                    "values": [
+                        [b * (h + 1) * scale for h in range(heads)] for b in range(32)
+                    ],
+                },
+                "input_table.weight": {"shape": [128, 128], "rms": scale + k},
+            }
+
+        run["position_parameters"] = {"start": kept(1.0), "trained": kept(2.0)}
+    return record
+
+
+def test_the_card_reports_the_schemes_parameters_per_layer_and_head(kerple, tmp_path):
+    record = _with_parameters(kerple)
+    card = report_card.card_text(record, [], "tables")
+    assert card.index("## Verdicts") < card.index("## The scheme's position parameters")
+    seeds = len(
+        next(e for e in record["language_model"] if e["scheme"] == "kerple-log")["runs"]
+    )
+    k = (seeds - 1) / 2  # the mean of the seed offsets 0..seeds-1
+    # r1 at head h: (h + 1) + k at the start, 2 (h + 1) + k trained; range over seeds
+    row = next(line for line in card.splitlines() if "`layer 0: shared.r1`" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    heads = record["settings"]["model"]["num_heads"]
+    assert cells == [
+        f"{(h + 1) + k:.3f} -> {2 * (h + 1) + k:.3f} "
+        f"[{2 * (h + 1):.3f}, {2 * (h + 1) + seeds - 1:.3f}]"
+        for h in range(heads)
+    ]
+    assert "`layer 1: table` (32, 4)" in card  # drawn, not tabled
+    assert (
+        f"`input_table.weight` (128, 128): {1 + k:.4f} at the start -> "
+        f"{2 + k:.4f} trained" in card
+    )
+    page = report_card.write_card(record, tmp_path, "tables")
+    assert (tmp_path / "position-parameters.png").is_file()
+    assert "(position-parameters.png)" in page.read_text()
+
+
+def test_a_card_without_kept_parameters_has_no_such_section(kerple):
+    # the shipped record predates them; a scheme without any has none either
+    assert "position parameters" not in report_card.card_text(kerple, [], "t")

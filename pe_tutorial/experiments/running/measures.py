@@ -1,9 +1,23 @@
 """Small summaries of a unit's numbers: the passkey's mean over depths, the loss at
-the end of training, and the short text of a log line."""
+the end of training, the short text of a log line, and a scheme's learned
+position parameters as a record keeps them."""
 
 from __future__ import annotations
 
-__all__ = ["mean_over_depths", "tail_mean", "scores_text"]
+import torch
+
+__all__ = [
+    "mean_over_depths",
+    "tail_mean",
+    "scores_text",
+    "position_parameter_values",
+    "VALUES_KEPT",
+]
+
+# a position parameter of at most this many numbers is kept whole in a record (a
+# per-head scale, T5's bucket table); a larger one (a learned absolute table) by
+# its root mean square
+VALUES_KEPT = 512
 
 
 def mean_over_depths(by_depth: dict[str, dict | None]) -> dict[str, float | None]:
@@ -31,3 +45,20 @@ def scores_text(values: dict) -> str:
         return f"{v:.3f}"
 
     return " ".join(f"{n}:{one(v)}" for n, v in values.items())
+
+
+def position_parameter_values(model: torch.nn.Module) -> dict[str, dict]:
+    """A model's position parameters (``named_position_parameters``) as a record
+    keeps them (issue 69): per name, ``shape`` and either ``values`` (nested lists,
+    4 decimals) when it holds at most ``VALUES_KEPT`` numbers, or ``rms`` (its root
+    mean square, 6 significant digits) when it holds more. Empty for a scheme with none."""
+    kept = {}
+    for name, parameter in model.named_position_parameters():
+        data = parameter.detach().float().cpu()
+        entry: dict = {"shape": list(data.shape)}
+        if data.numel() <= VALUES_KEPT:
+            entry["values"] = data.round(decimals=4).tolist()
+        else:
+            entry["rms"] = float(f"{data.pow(2).mean().sqrt().item():.6g}")
+        kept[name] = entry
+    return kept

@@ -39,7 +39,7 @@ from ...lm.windows import (
 )
 from ..configuration.presets import Preset, Variant, variants
 from .extensions import Extensions
-from .measures import scores_text, tail_mean
+from .measures import position_parameter_values, scores_text, tail_mean
 from .run_data import CORPORA, CorpusData, RunData, corpus_reader
 from .tasks import TaskUnits
 from .units import (
@@ -399,7 +399,9 @@ class Runner(RunData):
         spread evenly over training (the last at its end), on the windows the
         final score at L reads (every scored validation segment cut at L), so
         its last point is that score. Reading it leaves the trained model as it
-        is without (``train``).
+        is without (``train``). A scheme with position parameters of its own
+        keeps them as the seeded model built them and as training left them
+        (``position_parameters``: ``measures.position_parameter_values``).
         """
         config = self.variant_config(variant)
         label = variant.label
@@ -414,6 +416,10 @@ class Runner(RunData):
             losses = length_losses(model, segments, [L], device=self.device)[L]
             curve["bpb"].append(losses.mean().item())
 
+        # the scheme's position parameters as training starts: train_model seeds
+        # and builds the same model (and seeds again, so nothing it draws moves)
+        torch.manual_seed(seed)
+        start = position_parameter_values(ByteTransformer(config))
         model, losses = self.train_model(
             config,
             seed,
@@ -432,6 +438,11 @@ class Runner(RunData):
         }
         if curve["steps"]:
             run["curve"] = curve
+        if start:  # what training made of them (issue 69's report card)
+            run["position_parameters"] = {
+                "start": start,
+                "trained": position_parameter_values(model),
+            }
         if has_temperature(model):
             # Llama 4 applies its NoPE layers' query scale at inference; the toy
             # trains with it: the same model read without it (chapter 12)

@@ -6,7 +6,8 @@ protocol it went through (its sweep and the setting chosen, the seeds and
 split it was read on, which baselines were reused from the package's
 records and which trained again, and why); the verdicts of the scheme
 against each baseline (paired by seed, Holm-corrected within each family,
-with their n); the viewer's tables (``viewer.report``'s text, which the
+with their n); the scheme's learned position parameters
+(``position_parameters.py``); the viewer's tables (``viewer.report``'s text, which the
 caller passes: the viewer imports this module, not the reverse); and the
 chapter's figures (``viewer_figures.write_figures``), as PNG files beside
 the page. A smoke run's record (``judge --smoke``, its ``judge.verdict``
@@ -26,6 +27,7 @@ from ...lm.verdicts import (
     verdict_family,
 )
 from ..configuration.config import PRESETS, preset_to_dict
+from .position_parameters import parameter_figure, parameter_lines
 from .run_files import own_corpus, plain_entries, readable
 from .viewer_figures import write_figures
 
@@ -373,6 +375,7 @@ def card_text(
             lines += ["", "## Verdicts", "", f"{smoke}: {_SMOKE}"]
         else:
             lines += _verdicts(results, families or judged_claims(results))
+        lines += parameter_lines(results, _judged_entry(results))[0]
     lines += [
         "",
         "## Tables",
@@ -390,6 +393,12 @@ def card_text(
             name = path.stem.replace("-", " ").replace("_", " ")
             lines += [f"![{name}]({path.name})", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _judged_entry(results: dict) -> dict:
+    """The judged scheme's plain entry on text (its own corpus)."""
+    mine = results["settings"]["judge"]["scheme"]
+    return plain_entries(results, own_corpus(results)).get(mine, {})
 
 
 def _verdict_figures(results: dict, families: list, folder: Path) -> list[Path]:
@@ -436,6 +445,12 @@ def write_card(results: dict, folder: str | Path, tables: str) -> Path:
     families = judged_claims(results) if judge and not judge.get("verdict") else []
     verdicts = _verdict_figures(results, families, folder) if families else []
     figures = verdicts + write_figures(results, folder)
+    if judge:
+        entry = _judged_entry(results)
+        drawn = parameter_figure(
+            results, entry, parameter_lines(results, entry)[1], folder
+        )
+        figures += [drawn] if drawn else []
     page = folder / "report.md"
     page.write_text(card_text(results, figures, tables, families or None))
     return page
