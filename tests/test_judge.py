@@ -635,7 +635,7 @@ def test_the_readme_says_what_the_shipped_judge_of_kerple_found():
     shown = {}  # (measure, length) -> (ahead, behind), real differences only
     for name, claims in judged_claims(judged):
         verdicts = verdict_family(name, [v for *_, v in claims])
-        lower_better = name.endswith("bits per byte")
+        lower_better = name.endswith(("bits per byte", "context gain"))
         for (against, length, _), v in zip(claims, verdicts, strict=True):
             sides = shown.setdefault((name.rpartition(": ")[2], length), ([], []))
             if v.real:
@@ -665,6 +665,20 @@ def test_the_readme_says_what_the_shipped_judge_of_kerple_found():
     assert "at 8x behind RoPE, Shaw and DeBERTa" in readme
     assert "did not learn look-back" in readme
     assert "at 8x ahead of NoPE" not in readme
+    # what it does past L, from its context gain (issue 69), not from the fall
+    own = dict(judged_claims(judged))[
+        "kerple-log against reading L bytes: context gain"
+    ]
+    (at_top,) = [v for _, n, v in own if n == top]
+    assert abs(at_top.difference) < 1e-4
+    assert not verdict_family("own", [v for *_, v in own])[-1].real
+    assert shown["context gain", top] == (
+        ["nope", "sinusoidal", "rope", "t5", "shaw", "cope", "deberta"],
+        [],
+    )
+    assert "ignores the context past the training length" in readme
+    assert "context gain at 8x is under a ten-thousandth of a bit" in readme
+    assert "costs every baseline but ALiBi" in readme
     card = root / "examples" / "kerple-card" / "report.md"
     assert judge["scheme_file_digest"] in card.read_text()
 

@@ -200,3 +200,41 @@ def test_the_card_reports_the_schemes_parameters_per_layer_and_head(kerple, tmp_
 def test_a_card_without_kept_parameters_has_no_such_section(kerple):
     # the shipped record predates them; a scheme without any has none either
     assert "position parameters" not in report_card.card_text(kerple, [], "t")
+
+
+def test_the_context_gain_families_read_the_runs_gains(kerple):
+    """KERPLE's own gain against none at each length above L, and its gain minus
+    each baseline's at 8L: each claim's difference is the mean over seeds and
+    segments of the runs' own numbers (learned, which cannot read 8L, is left out)."""
+    families = dict(report_card.judged_claims(kerple))
+    own = families["kerple-log against reading L bytes: context gain"]
+    against = families["kerple-log against the book's schemes: context gain"]
+    entries = {e["scheme"]: e for e in kerple["language_model"] if not e.get("changes")}
+
+    def mean_gain(scheme, n):
+        values = [
+            v for run in entries[scheme]["runs"] for v in run["context_gain"][str(n)]
+        ]
+        return sum(values) / len(values)
+
+    L = kerple["settings"]["train"]["seq_len"]
+    assert [n for _, n, _ in own] == [2 * L, 4 * L, 8 * L]
+    for _, n, verdict in own:
+        assert verdict.difference == pytest.approx(mean_gain("kerple-log", n), abs=1e-9)
+    assert {a for a, _, _ in against} == set(entries) - {"kerple-log", "learned"}
+    for scheme, n, verdict in against:
+        assert n == 8 * L
+        assert verdict.difference == pytest.approx(
+            mean_gain("kerple-log", n) - mean_gain(scheme, n), abs=1e-9
+        )
+    # context past L costs RoPE over a bit per byte at 8L and KERPLE nothing
+    rope = next(v for a, _, v in against if a == "rope")
+    assert rope.difference < -1
+
+
+def test_the_card_explains_context_gain_before_its_families(kerple):
+    card = report_card.card_text(kerple, [], "tables")
+    explained = card.index("**Context past L.**")
+    assert explained < card.index("against reading L bytes: context gain**")
+    row = next(line for line in card.splitlines() if line.startswith("| `rope` | +"))
+    assert row.count("|") == 5  # the scheme and the gains at 2L, 4L and 8L

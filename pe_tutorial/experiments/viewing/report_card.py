@@ -27,6 +27,7 @@ from ...lm.verdicts import (
     verdict_family,
 )
 from ..configuration.config import PRESETS, preset_to_dict
+from .context_gain import gain_claims, gain_table
 from .position_parameters import parameter_figure, parameter_lines
 from .run_files import own_corpus, plain_entries, readable
 from .viewer_figures import write_figures
@@ -264,8 +265,10 @@ def judged_claims(results: dict) -> list[tuple[str, list[tuple[str, int, object]
     Each claim is the judged scheme minus one baseline at one length, paired by
     seed (``entry_verdict``; on text also resampled by scored file): bits per
     byte at the training length L and at the longest length read, then passkey
-    and look-back accuracy at the task's length and the same multiple of it.
-    The report card and chapter 9 read the same families.
+    and look-back accuracy at the task's length and the same multiple of it,
+    then the context gain (``context_gain.gain_claims``: the scheme's own
+    against none at each length above L, and against each baseline's at the
+    longest). The report card and chapter 9 read the same families.
     """
     settings = results["settings"]
     mine = settings["judge"]["scheme"]
@@ -310,6 +313,7 @@ def judged_claims(results: dict) -> list[tuple[str, list[tuple[str, int, object]
             and mean_at(entries[mine], n) is not None
         ]
         families.append((f"{mine} against the book's schemes: {what}", claims))
+    families += gain_claims(results)
     return [(name, claims) for name, claims in families if claims]
 
 
@@ -321,8 +325,8 @@ def _verdicts(results: dict, families: list) -> list[str]:
         "",
         f"Each row is `{mine}` minus the baseline, paired by seed (the two models "
         "trained on the same batches), with its 95% interval; on text the interval "
-        "also resamples the scored files. Lower bits per byte is better; higher "
-        "accuracy is better. 'a real difference' means the Holm-adjusted p of its "
+        "also resamples the scored files. Lower bits per byte and lower context gain "
+        "are better; higher accuracy is better. 'a real difference' means the Holm-adjusted p of its "
         "family is below 0.05. On text p is the larger of the paired t-test's and "
         "the bootstrap's, and a bootstrap's p is at least one over its number of "
         "draws (10,000), so several claims can share the smallest adjusted p. With "
@@ -333,11 +337,32 @@ def _verdicts(results: dict, families: list) -> list[str]:
         "first step, 0.05 over the number of claims), from the interval's width: "
         "a difference under it that is 'not shown to differ' may still be there.",
     ]
+    explained = False
     for name, claims in families:
+        if name.endswith(": context gain") and not explained:
+            lines += _gain_text(results)
+            explained = True
         lines += _family_table(
             name, claims, no_comparison=_no_comparison(results, name)
         )
     return lines
+
+
+def _gain_text(results: dict) -> list[str]:
+    L = results["settings"]["train"]["seq_len"]
+    return [
+        "",
+        f"**Context past L.** The extrapolation measure: at a length n above L = {L}, "
+        "a model's context gain is the mean, over the targets read with more than "
+        "L bytes of context, of their loss in a window of n minus the same "
+        "targets' loss in a sliding window of L, in bits per byte. Negative: the "
+        "model uses the context past L; zero: it ignores it; positive: it is hurt "
+        "by it. The fall of bits per byte from L to 8L (`lengths.png`) mixes this "
+        "with the early positions' high loss, which a longer window dilutes "
+        "whatever the model does. Means over seeds and scored segments:",
+        "",
+        *gain_table(results),
+    ]
 
 
 _SMOKE = (
