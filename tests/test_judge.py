@@ -85,7 +85,11 @@ def tiny(tmp_path_factory):
         "sweep.train.learning_rate": "[1e-3,3e-3]",
     }
     sets = [part for k, v in settings.items() for part in ("--set", f"{k}={v}")]
-    return [*sets, "--against", "rope", "--device", "cpu", "--no-progress"]
+    return [
+        *sets,
+        *("--against", "rope", "--device", "cpu", "--no-progress"),
+        *("--edge-rounds", "1"),  # one round beyond the grid's edge at most
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -155,14 +159,38 @@ def test_a_judge_runs_chapter_9s_protocol_on_the_scheme(judged, kerple):
     (settings changed by --set) are trained beside it, and the card says why."""
     files = sorted(p.name for p in judged.iterdir())
     stages = ["heldout", "tasks", "tune", "tune-position"]
+    points = []
+    for stage in ("tune", "tune-position"):
+        record = json.loads((judged / f"{stage}.json").read_text())
+        for entry in record["language_model"]:
+            rate = dict(entry.get("training", {})).get("position_lr_multiplier", 1.0)
+            points.append(
+                (entry["summary"]["16"]["mean"], entry["learning_rate"], rate)
+            )
+    # the grid's edge, by hand: two rates at each multiplier, so the best rate is
+    # always at one end; multipliers 1, 10, 30 at each rate, so 1 and 30 are ends
+    _, rate, times = min(points)
+    edges = ["tune-edge-1-rate"] + (["tune-edge-1-multiplier"] if times != 10 else [])
     assert files == sorted(
         [
             "card",
             "judged.json",
-            *(f"{s}.json" for s in stages),
-            *(f"{s}.toml" for s in stages),
+            *(f"{s}.json" for s in [*stages, *edges]),
+            *(f"{s}.toml" for s in [*stages, *edges]),
         ]
     )
+    edge_rate = json.loads((judged / "tune-edge-1-rate.json").read_text())
+    (beyond,) = edge_rate["language_model"]
+    assert beyond["learning_rate"] == (1e-2 if rate == 3e-3 else 3e-4)
+    for stage in edges:
+        record = json.loads((judged / f"{stage}.json").read_text())
+        for entry in record["language_model"]:
+            multiplier = dict(entry.get("training", {})).get(
+                "position_lr_multiplier", 1.0
+            )
+            points.append(
+                (entry["summary"]["16"]["mean"], entry["learning_rate"], multiplier)
+            )
     presets = {
         s: preset_from_dict(read_experiment(judged / f"{s}.toml")[0]) for s in stages
     }
@@ -175,14 +203,6 @@ def test_a_judge_runs_chapter_9s_protocol_on_the_scheme(judged, kerple):
         kerple,
         "rope",
     )
-    points = []
-    for stage in ("tune", "tune-position"):
-        record = json.loads((judged / f"{stage}.json").read_text())
-        for entry in record["language_model"]:
-            rate = dict(entry.get("training", {})).get("position_lr_multiplier", 1.0)
-            points.append(
-                (entry["summary"]["16"]["mean"], entry["learning_rate"], rate)
-            )
     lowest = min(points)
     record = json.loads((judged / "judged.json").read_text())
     best = record["settings"]["judge"]["best"]
@@ -190,7 +210,8 @@ def test_a_judge_runs_chapter_9s_protocol_on_the_scheme(judged, kerple):
     assert best.get("position_lr_multiplier", 1.0) == lowest[2]
     assert dict(dict(presets["heldout"].tuned)[kerple]) == best
     assert dict(dict(presets["tasks"].tuned)[kerple]) == best
-    assert len(record["settings"]["judge"]["tuning"]) == len(points) == 6
+    assert len(record["settings"]["judge"]["tuning"]) == len(points) == 6 + len(edges)
+    assert [r["stages"] for r in record["settings"]["judge"]["edge_rounds"]] == [edges]
     assert {e["scheme"] for e in record["language_model"]} == {kerple, "rope"}
     assert {e["scheme"] for e in record["passkey"]} == {kerple, "rope"}
     assert (
@@ -215,7 +236,7 @@ def test_shards_merged_give_the_judge_of_one_process(judged, kerple, tiny, tmp_p
     """Each call with --shard K/N runs that shard of the stage reached; the last
     shard of a stage merges it, and the judge goes on where it stopped."""
     out = tmp_path / "sharded"
-    for _ in range(8):  # four stages, two shards each
+    for _ in range(8):  # four stages and up to two beyond the edge, two shards each
         if (out / "judged.json").exists():
             break
         for k in (1, 2):
@@ -322,8 +343,10 @@ def test_a_reused_baseline_is_the_books_plain_entry(judged, kerple):
 
 def test_the_judged_record_times_the_stages_summed(judged):
     """The judged record's header reports the whole judge's training and scoring:
-    the four stages' own records' times summed, each stage's kept beside it."""
-    stages = ("tune", "tune-position", "heldout", "tasks")
+    every stage's own record's time summed (the edge rounds' too), each stage's
+    kept beside it."""
+    stages = [p.stem for p in judged.glob("*.json") if p.name != "judged.json"]
+    assert len(stages) > 4  # the edge round's
     seconds = {
         s: json.loads((judged / f"{s}.json").read_text())["metadata"]["wall_seconds"]
         for s in stages
@@ -331,12 +354,7 @@ def test_the_judged_record_times_the_stages_summed(judged):
     assert all(t > 0 for t in seconds.values())
     record = json.loads((judged / "judged.json").read_text())
     assert record["settings"]["judge"]["stage_seconds"] == seconds
-    assert record["metadata"]["wall_seconds"] == pytest.approx(
-        seconds["tune"]
-        + seconds["tune-position"]
-        + seconds["heldout"]
-        + seconds["tasks"]
-    )
+    assert record["metadata"]["wall_seconds"] == pytest.approx(sum(seconds.values()))
 
 
 def _stage_record(seeds: list[int], sections: tuple[str, ...]) -> dict:
@@ -845,8 +863,8 @@ def test_resume_is_accepted_and_reads_the_stages_back(judged, kerple, tiny, caps
 
 
 def test_the_readme_leads_the_judge_with_plan_and_smoke(kerple, tmp_path, capsys):
-    """The README's judge section: --plan and --smoke first, the four stages
-    numbered as four, resuming said plainly, and the plan's numbers for KERPLE
+    """The README's judge section: --plan and --smoke first, the stages
+    numbered in order, resuming said plainly, and the plan's numbers for KERPLE
     as ``judge --plan`` prints them."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("### Judge your own encoding")[1].split("\n## ")[0]
@@ -857,10 +875,9 @@ def test_the_readme_leads_the_judge_with_plan_and_smoke(kerple, tmp_path, capsys
         3,
     ]
     assert "--plan" not in block[2] and "--smoke" not in block[2]
-    assert "It runs four stages (three for a scheme without position parameters)" in (
-        section
-    )
-    for i, stage in enumerate(("tune", "tune-position", "heldout", "tasks"), 1):
+    assert "It runs its stages in this order" in section
+    stages = ("tune", "tune-position", "tune-edge-K-rate", "heldout", "tasks")
+    for i, stage in enumerate(stages, 1):
         assert f"\n{i}. `{stage}`" in section
     words = " ".join(section.split())
     assert "rerunning the same command resumes" in words

@@ -238,3 +238,40 @@ def test_the_card_explains_context_gain_before_its_families(kerple):
     assert explained < card.index("against reading L bytes: context gain**")
     row = next(line for line in card.splitlines() if line.startswith("| `rope` | +"))
     assert row.count("|") == 5  # the scheme and the gains at 2L, 4L and 8L
+
+
+def test_a_choice_at_the_grids_edge_is_said_first(kerple):
+    """The shipped KERPLE record chose 30 times, the largest multiplier its sweep
+    tried at 3e-3 (it predates the judge's extension rule): the card says so
+    before its verdicts and in its protocol."""
+    card = report_card.card_text(kerple, [], "tables")
+    first = card[card.index("## Read first") : card.index("## The protocol")]
+    assert "**Tuned at the grid's edge**" in first
+    assert "multiplier, 30, is the largest tried at learning rate 0.003" in first
+    assert "this record was made before the judge extended its grids" in card
+
+
+def test_a_sweep_extended_until_inside_says_its_rounds(kerple):
+    record = copy.deepcopy(kerple)
+    judge = record["settings"]["judge"]
+    # the 100-times point scored worse than 30 times: the choice is now inside
+    judge["tuning"].append(
+        {"learning_rate": 3e-3, "position_lr_multiplier": 100.0, "bpb": 2.3}
+    )
+    why = "the best setting's position-rate multiplier, 30, is the largest tried"
+    judge["edge_rounds"] = [
+        {
+            "round": 1,
+            "stages": ["tune-edge-1-multiplier"],
+            "settings": [
+                {"learning_rate": 3e-3, "position_lr_multiplier": 100.0, "why": why}
+            ],
+        }
+    ]
+    judge["edge_stopped"] = []
+    card = report_card.card_text(record, [], "tables")
+    assert "Tuned at the grid's edge" not in card
+    assert (
+        f"Beyond the grid's edge, round 1: rate 0.003 at 100 times, as {why}." in card
+    )
+    assert "The chosen setting is inside the grid" in card

@@ -10,6 +10,7 @@ The lowest room of ``experiments``: it imports nothing from the rooms above
                     (the shipped files in ``experiments/presets/``)
 - ``scheme_files``  a reader's own scheme, from a Python file, registered and probed
 - ``tuning``        each scheme's training chosen from the recorded sweeps
+- ``tuning_edges``  the judge's sweep going on beyond a grid edge its best sits at
 - ``toml_text``     a preset written back as TOML (the judge's stage files)
 - ``arguments``     the ``--jobs`` and ``--shard`` flags the commands share
 """

@@ -8,6 +8,10 @@ protocol to the scheme a file registers (``scheme_files.py``), in stages:
    validation split; a scheme with position parameters is also swept as
    ``tuning-position`` sweeps the book's (three rates, its position
    parameters at 10 and 30 times the rate), in ``tune-position``.
+   Where the best setting sits at the sweep's edge, the grid goes on beyond
+   it in rounds (``tune_to_the_edges``, ``configuration/tuning_edges.py``:
+   stages ``tune-edge-K-rate`` and ``tune-edge-K-multiplier``), as chapter 9
+   extended its own schemes' grids, for at most ``--edge-rounds`` rounds.
 2. ``heldout``: the ``heldout`` preset's fresh seeds and test split, the scheme
    trained at its best setting (the lowest validation bits per byte at L,
    ``tuning.best_training``).
@@ -71,6 +75,7 @@ from ..configuration.config_fields import ExperimentError
 from ..configuration.presets import Preset, Variant, swept_variants, variants
 from ..configuration.toml_text import toml_text
 from ..configuration.tuning import best_training, sweep_points, tuned_table
+from ..configuration.tuning_edges import EDGE_ROUNDS, edge_settings, edge_stages
 from ..records.record import ResumeError, partial_path
 from ..records.results import load_results, results_path
 from ..running.merge import merge_parts
@@ -160,9 +165,13 @@ def _stage_document(
     settings: list[str],
     best: dict | None,
     smoke: bool = False,
+    sweep: dict | None = None,
 ) -> dict:
-    """The experiment document of one stage (see the module's docstring)."""
-    book = PRESETS[STAGES[stage][0]]
+    """The experiment document of one stage (see the module's docstring); an
+    edge stage (``tuning_edges.py``) is the ``tune`` stage's with its own
+    ``sweep``."""
+    edge = sweep is not None
+    book = PRESETS[STAGES["tune" if edge else stage][0]]
     data = preset_to_dict(book)
     data["name"] = f"judge-{scheme}-{stage}" + ("-smoke" if smoke else "")
     data["schemes_from"] = [source]
@@ -170,7 +179,8 @@ def _stage_document(
     data["post_norm_schemes"] = data["every_layer_schemes"] = []
     data["learning_rate_schemes"], data["learning_rates"] = [], []
     data["language_schemes"] = []
-    if stage in ("tune", "tune-position"):
+    tuning = edge or stage in ("tune", "tune-position")
+    if tuning:
         data["schemes"] = [scheme]
     else:
         data["schemes"] = [scheme, *retrain]
@@ -181,10 +191,11 @@ def _stage_document(
         data["analyses"]["extensions"] = False
     if smoke:  # before --set, so that a --set still changes a smoke run
         _shrink(data)
-    tuning = stage in ("tune", "tune-position")
     for setting in settings:  # a sweep is the tuning stages' alone
-        if tuning or not setting.strip().startswith("sweep."):
+        if (tuning and not edge) or not setting.strip().startswith("sweep."):
             apply_setting(data, setting)
+    if edge:  # the settings beyond the grid's edge, whatever --set swept
+        data["sweep"] = sweep
     return data
 
 
@@ -215,6 +226,77 @@ def stage_presets(
         )
         presets[stage] = preset_from_dict(document, name=document["name"])
     return presets
+
+
+def edge_presets(
+    scheme: str,
+    source: str,
+    sweeps: dict[str, dict],
+    *,
+    settings: list[str] = (),
+    smoke: bool = False,
+) -> dict[str, Preset]:
+    """The presets of one round of edge stages (``tuning_edges.edge_stages``: each
+    stage's sweep), trained as the ``tune`` stage is."""
+    presets = {}
+    for stage, sweep in sweeps.items():
+        document = _stage_document(
+            stage, scheme, source, (), list(settings), None, smoke, sweep=sweep
+        )
+        presets[stage] = preset_from_dict(document, name=document["name"])
+    return presets
+
+
+def tune_to_the_edges(
+    scheme: str,
+    source: str,
+    records: dict[str, dict],
+    run_stage,
+    *,
+    settings: list[str] = (),
+    smoke: bool = False,
+    most: int = EDGE_ROUNDS,
+) -> tuple[list[dict], list[str]] | None:
+    """Extend the tuning grid beyond its edges in rounds (``tuning_edges.py``),
+    each stage run by ``run_stage(stage, preset)`` (its record, or None after a
+    shard, which stops here: None) and added to ``records`` (stage -> record,
+    the tuning stages' first). The rounds, ``[{"round", "stages", "settings"}]``,
+    and why the grid stops where it does (empty: the best is inside it); at
+    most ``most`` rounds (``--edge-rounds``)."""
+    position = has_position_parameters(scheme)
+    rounds, stopped = [], []
+    for number in range(1, most + 2):
+        found, limited = edge_settings(
+            sweep_points(*records.values()), scheme, position
+        )
+        if not found:
+            stopped = limited
+            break
+        if number > most:
+            stopped = limited + [
+                f"after {_count(most, 'round')} beyond the edge (--edge-rounds "
+                f"{most}) the best setting still sits at one: "
+                + "; ".join(s["why"] for s in found)
+            ]
+            break
+        presets = edge_presets(
+            scheme, source, edge_stages(number, found), settings=settings, smoke=smoke
+        )
+        for stage, preset in presets.items():
+            record = run_stage(stage, preset)
+            if record is None:
+                return None
+            records[stage] = record
+        rounds.append(
+            {
+                "round": number,
+                "stages": list(presets),
+                "settings": [
+                    {k: v for k, v in s.items() if k != "best"} for s in found
+                ],
+            }
+        )
+    return rounds, stopped
 
 
 TASK_SETTINGS = ("model", "train", "seeds", "lookback", "passkey")
@@ -444,13 +526,40 @@ def _seeds(preset: Preset) -> str:
     return f"{'seed' if len(seeds) == 1 else 'seeds'} {', '.join(map(str, seeds))}"
 
 
-def _recorded_best(scheme: str, out: Path, stages: list[str]) -> dict | None:
-    """The best setting, if the folder holds every tuning stage's record."""
+def _recorded_points(scheme: str, out: Path, stages: list[str]) -> list | None:
+    """The sweep points of the folder's tuning stages and edge stages so far, if
+    it holds every tuning stage's record; else None."""
     paths = [out / f"{stage}.json" for stage in stages]
     if not all(p.is_file() for p in paths):
         return None
-    records = [json.loads(p.read_text()) for p in paths]
-    return tuned_table(best_training(sweep_points(*records)))[scheme]
+    paths += sorted(out.glob("tune-edge-*.json"))
+    return sweep_points(*(json.loads(p.read_text()) for p in paths))
+
+
+def _edge_plan(scheme: str, points: list | None, most: int) -> str:
+    """``--plan``'s line on the rounds beyond the grid's edge (``tuning_edges``)."""
+    if most == 0:
+        return "--edge-rounds 0: the grid is kept as swept, even if the best sits at its edge."
+    if points is None:
+        return (
+            f"If {scheme}'s best setting sits at the grid's edge, the grid goes on "
+            f"beyond it: up to {_count(most, 'round')} of tune-edge stages, each one "
+            "new setting per edge at the tuning stages' size (not in the estimate)."
+        )
+    found, stopped = edge_settings(points, scheme, has_position_parameters(scheme))
+    if found:
+        named = "; ".join(
+            f"learning rate {s['learning_rate']:g}, multiplier "
+            f"{s['position_lr_multiplier']:g} ({s['why']})"
+            for s in found
+        )
+        return (
+            "The best setting recorded so far sits at the grid's edge: the next "
+            f"tune-edge round trains {named} (up to {_count(most, 'round')} in all)."
+        )
+    return "The best setting recorded is inside the grid" + (
+        f"; where it stops: {'; '.join(stopped)}." if stopped else "."
+    )
 
 
 def plan_text(
@@ -464,6 +573,7 @@ def plan_text(
     jobs: int,
     smoke: bool = False,
     checked: dict[str, list[int]] | None = None,
+    edge_rounds: int = EDGE_ROUNDS,
 ) -> str:
     """``judge --plan``: the stages, the units each would train and those it would
     reuse from the package's records, and an estimate of the time on this machine
@@ -471,7 +581,8 @@ def plan_text(
     the bytes they train on, at its record's seconds per byte; summed over
     processes, then shared among ``jobs``). Trains nothing."""
     tuning = stage_presets(scheme, source, settings=settings, smoke=smoke)
-    best = _recorded_best(scheme, out, list(tuning))
+    points = _recorded_points(scheme, out, list(tuning))
+    best = None if points is None else tuned_table(best_training(points))[scheme]
     if best is None:
         like, stand_in = _stand_in(scheme)
     plain = stage_presets(
@@ -544,6 +655,7 @@ def plan_text(
             summed += seconds
             elapsed += seconds / max(1, min(jobs, len(trained)))
             sources.append(rate[1])
+    lines.append(_edge_plan(scheme, points, edge_rounds))
     if best is None:
         rates = ", ".join(f"{k} {v:g}" for k, v in stand_in.items())
         lines.append(
@@ -600,6 +712,7 @@ def assemble(
     command: str,
     seconds: dict[str, float],
     smoke: bool = False,
+    edges: tuple[list[dict], list[str]] = ([], []),
 ) -> dict:
     """``judged.json``: the held-out stage's record with the tasks' entries and the
     reused baselines' entries added, and a ``judge`` table saying what came from
@@ -647,6 +760,9 @@ def assemble(
         "scheme_file": scheme_files.label(source),
         "scheme_file_digest": scheme_files.digest(source),
         "tuning": tuning,
+        # the rounds beyond the grid's edge, and why it stops where it does
+        "edge_rounds": edges[0],
+        "edge_stopped": edges[1],
         "best": best,
         "reused": reused,
         "reused_from": sources,
@@ -692,6 +808,15 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KEY=VALUE",
         help="change a field of every stage (the baselines are then trained again)",
+    )
+    parser.add_argument(
+        "--edge-rounds",
+        type=int,
+        default=EDGE_ROUNDS,
+        metavar="N",
+        help="when the best setting sits at the sweep's edge, train beyond it for "
+        f"at most N rounds (default {EDGE_ROUNDS}; 0: keep the grid as swept, and "
+        "the card says the choice sits at its edge)",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
     parser.add_argument("--jobs", default="1", metavar="N", help="units at once")
@@ -896,6 +1021,11 @@ def main(argv: list[str] | None = None) -> int:
     smoke = args.smoke
     try:
         _read_counts(args)
+        if args.edge_rounds < 0:
+            raise ExperimentError(
+                f"--edge-rounds {args.edge_rounds}: give 0 (keep the grid as swept) "
+                "or more rounds"
+            )
         source = scheme_files.resolve(args.file, None)
         scheme = _pick_scheme(source, args.scheme)
         against = tuple(s for s in args.against.split(",") if s)
@@ -928,6 +1058,7 @@ def main(argv: list[str] | None = None) -> int:
                     jobs=args.jobs,
                     smoke=smoke,
                     checked=checked,
+                    edge_rounds=args.edge_rounds,
                 )
             )
             return 0
@@ -935,14 +1066,25 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--resume: {out} holds no stage yet; the judge starts there")
         out.mkdir(parents=True, exist_ok=True)
         stages = _Stages(out, args, device, argv)
-        tuning_records, stage_names = [], []
+        tuning_records: dict[str, dict] = {}
         for stage, preset in tuning_presets.items():
-            stage_names.append(stage)
             record = stages.run(stage, preset)
             if record is None:
                 return 0
-            tuning_records.append(record)
-        points = sweep_points(*tuning_records)
+            tuning_records[stage] = record
+        # a best setting at the grid's edge: the grid goes on beyond it
+        extended = tune_to_the_edges(
+            scheme,
+            source,
+            tuning_records,
+            stages.run,
+            settings=args.set,
+            smoke=smoke,
+            most=args.edge_rounds,
+        )
+        if extended is None:
+            return 0
+        points = sweep_points(*tuning_records.values())
         best = tuned_table(best_training(points))[scheme]
         plain = stage_presets(scheme, source, settings=args.set, best=best, smoke=smoke)
         reasons, retrain = _baselines(plain, against, device, smoke)
@@ -969,7 +1111,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     seconds = {
         stage: record["metadata"]["wall_seconds"]
-        for stage, record in [*zip(stage_names, tuning_records), *records.items()]
+        for stage, record in [*tuning_records.items(), *records.items()]
     }
     command = f"{PROG} {shlex.join(argv)}"
     judged = assemble(
@@ -983,6 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
         command,
         seconds,
         smoke=smoke,
+        edges=extended,
     )
     (out / "judged.json").write_text(json.dumps(judged, indent=1) + "\n")
     tables = report(judged, path=str(out / "judged.json"))

@@ -27,6 +27,8 @@ from ...lm.verdicts import (
     verdict_family,
 )
 from ..configuration.config import PRESETS, preset_to_dict
+from ..configuration.tuning import SweepPoint
+from ..configuration.tuning_edges import edge_settings
 from .context_gain import gain_claims, gain_table
 from .position_parameters import parameter_figure, parameter_lines
 from .run_files import own_corpus, plain_entries, readable
@@ -109,6 +111,7 @@ def _protocol(results: dict) -> list[str]:
             f"   | {point['learning_rate']:g} | {point['position_lr_multiplier']:g} "
             f"| {point['bpb']:.4f} |"
         )
+    lines += _edge_lines(judge)
     seeds = ", ".join(str(s) for s in settings["seeds"])
     task_seeds = ", ".join(str(s) for s in settings.get("task_seeds", []))
     split = (results["metadata"].get("corpora") or {}).get(own_corpus(results), {})
@@ -138,6 +141,51 @@ def _protocol(results: dict) -> list[str]:
         for scheme, why in sorted(judge["retrained"].get(stage, {}).items()):
             lines.append(f"- On {what}, `{scheme}` trained again here: {why}")
     return lines
+
+
+def at_the_edge(judge: dict) -> tuple[list[dict], list[str]]:
+    """Where the chosen setting of a judge's sweep (``judge.tuning``) sits at the
+    grid's edge (``tuning_edges.edge_settings``: the settings a next round
+    would train, each with why) and the edges not extended for a limit; read
+    from the sweep itself, so a record made before the judge extended its
+    grids is checked too."""
+    scheme = judge["scheme"]
+    points = [
+        SweepPoint(scheme, p["learning_rate"], p["position_lr_multiplier"], p["bpb"], 1)
+        for p in judge["tuning"]
+    ]
+    position = any(p.position_lr_multiplier != 1 for p in points)
+    return edge_settings(points, scheme, position)
+
+
+def _edge_lines(judge: dict) -> list[str]:
+    rounds = judge.get("edge_rounds") or []
+    found, limited = at_the_edge(judge)
+    lines = []
+    for r in rounds:
+        trained = "; ".join(
+            f"rate {s['learning_rate']:g} at {s['position_lr_multiplier']:g} times, "
+            f"as {s['why']}"
+            for s in r["settings"]
+        )
+        lines.append(f"   - Beyond the grid's edge, round {r['round']}: {trained}.")
+    if found:
+        why = "; ".join(s["why"] for s in found)
+        said = "; ".join(judge.get("edge_stopped") or []) or (
+            "this record was made before the judge extended its grids"
+        )
+        lines.append(
+            f"   - **The chosen setting sits at the grid's edge** ({why}): a setting "
+            f"beyond it was not tried ({said})."
+        )
+    else:
+        lines.append(
+            "   - The chosen setting is inside the grid: along each axis swept a "
+            "setting on either side of it was tried and scored worse"
+            + (f" (where it stops: {'; '.join(limited)})" if limited else "")
+            + "."
+        )
+    return ["", *lines] if lines else []
 
 
 def _count(n: int, thing: str) -> str:
@@ -184,7 +232,16 @@ def _read_first(results: dict) -> list[str]:
             f"protocol trains {book}. Chapter 9 reads its headlines at the protocol's "
             "budget; a verdict at this one may not hold there."
         )
-    mine = results["settings"]["judge"]["scheme"]
+    judge = results["settings"]["judge"]
+    edge, _ = at_the_edge(judge)
+    if edge:
+        lines.append(
+            "- **Tuned at the grid's edge**: the chosen setting ("
+            + ", ".join(f"{k} {v:g}" for k, v in judge["best"].items())
+            + f") is at an edge of the sweep ({edge[0]['why']}); a setting beyond "
+            "it may be better, so the scheme may be judged below its best."
+        )
+    mine = judge["scheme"]
     found = unlearned(results)
     for section, what in TASKS:
         below = found.get(section)
