@@ -341,6 +341,44 @@ def test_a_reused_baseline_is_the_books_plain_entry(judged, kerple):
     assert text["sinusoidal"]["learning_rate"] == rate["learning_rate"] != 3e-3
 
 
+def test_the_bridges_entries_are_kept_apart_from_the_reused_ones(judged, kerple):
+    """A bridge baseline (here the tiny judge's RoPE, as if trained again beside
+    its record) goes to ``judged["bridge"]``; the verdicts' sections hold the
+    recorded entry alone, and the judge table names the bridge and why."""
+    records = {
+        s: json.loads((judged / f"{s}.json").read_text()) for s in ("heldout", "tasks")
+    }
+    reused = {"heldout": {"rope": "heldout"}, "tasks": {"rope": "tasks"}}
+    bridge = {"heldout": ("rope",), "tasks": ("rope",)}
+    why = {"heldout": "recorded elsewhere", "tasks": "recorded elsewhere"}
+    judged_record = judging.assemble(
+        kerple,
+        records,
+        reused,
+        {},
+        [],
+        {"learning_rate": 3e-3},
+        KERPLE,
+        "judge",
+        {},
+        bridge=(bridge, why),
+    )
+    book, tasks = judging.load_results("heldout"), judging.load_results("tuned")
+    for section, record in (
+        ("language_model", records["heldout"]),
+        ("passkey", records["tasks"]),
+        ("lookback", records["tasks"]),
+    ):
+        here = [e for e in record[section] if e["scheme"] == "rope"]
+        assert judged_record["bridge"][section] == here != []
+        ropes = [e for e in judged_record[section] if e["scheme"] == "rope"]
+        source = book if section == "language_model" else tasks
+        assert len(ropes) == 1 and ropes[0] in source[section]
+    judge = judged_record["settings"]["judge"]
+    assert judge["bridge"] == {"heldout": ["rope"], "tasks": ["rope"]}
+    assert judge["bridge_why"] == why
+
+
 def test_the_judged_record_times_the_stages_summed(judged):
     """The judged record's header reports the whole judge's training and scoring:
     every stage's own record's time summed (the edge rounds' too), each stage's
@@ -721,8 +759,18 @@ def test_plan_prints_the_stages_units_and_time_and_trains_nothing(
     assert list(lines) == ["tune", "tune-position", "heldout", "tasks"]
     assert "4 units to train: kerple-log at 4 settings, seed 0" in lines["tune"]
     assert "6 units to train: kerple-log at 6 settings" in lines["tune-position"]
-    assert "5 units to train: kerple-log, seeds 10-14" in lines["heldout"]
-    assert "6 units to train: kerple-log, seeds 0-2" in lines["tasks"]
+    # the records were made by other code versions: the bridge trains RoPE and T5
+    # again beside the scheme (5 seeds on text, 3 on each task)
+    bridged = "kerple-log, rope (bridge), t5 (bridge)"
+    assert f"15 units to train: {bridged}, seeds 10-14" in lines["heldout"]
+    assert f"18 units to train: {bridged}, seeds 0-2" in lines["tasks"]
+    for stage in ("heldout", "tasks"):
+        assert "the bridge trains rope, t5 again beside their records" in lines[stage]
+        assert "recorded by code version" in lines[stage]
+    assert main(["judge", *arguments, "--jobs", "2", "--no-bridge"]) == 0
+    unbridged = capsys.readouterr().out
+    assert "5 units to train: kerple-log, seeds 10-14" in unbridged
+    assert "6 units to train: kerple-log, seeds 0-2" in unbridged
     recorded = judging.load_results("heldout")["metadata"]["corpora"]["stdlib"]
     if recorded["source"].startswith(f"Python {platform.python_version()} "):
         assert (
@@ -743,7 +791,7 @@ def test_plan_prints_the_stages_units_and_time_and_trains_nothing(
         )
     minutes = int(estimate.split("about ")[1].split(" min")[0])
     summed = int(estimate.split("--jobs 2 (")[1].split(" min")[0])
-    assert 15 <= minutes <= 60 and abs(summed / 2 - minutes) <= 1
+    assert 15 <= minutes <= 120 and abs(summed / 2 - minutes) <= 1  # bridge included
     # with one job the same units take twice the wall time
     assert main(["judge", *arguments, "--jobs", "1"]) == 0
     one = capsys.readouterr().out
@@ -890,8 +938,8 @@ def test_the_readme_leads_the_judge_with_plan_and_smoke(kerple, tmp_path, capsys
     assert main(["judge", *arguments, "--device", "cpu"]) == 0
     estimate = capsys.readouterr().out.split("Estimated time on this machine: ")[1]
     minutes = estimate.split("about ")[1].split(" min")[0]
+    assert "For KERPLE it plans 43 units to train (4 + 6 tuning; 5 held out" in words
     assert (
-        "For KERPLE it plans 21 units to train (4 + 6 tuning, 5 held out, 3 "
-        f"look-back and 3 passkey) and 99 reused, about {minutes} minutes with "
-        "`--jobs 2`" in words
+        "10 held out, 6 look-back and 6 passkey) and 99 reused, about "
+        f"{minutes} minutes with `--jobs 2`" in words
     )

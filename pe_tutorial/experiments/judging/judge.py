@@ -83,6 +83,7 @@ from ..running.pool import worker_threads
 from ..running.run import run_experiments, run_units
 from ..running.runner import Runner
 from ..running.units import code_version
+from .bridge import bridge_plan, here
 
 __all__ = [
     "BOOK_SCHEMES",
@@ -376,6 +377,24 @@ def _baselines(
     return reasons, retrain
 
 
+def _bridge(
+    reasons: dict[str, dict[str, str | None]],
+    device: torch.device,
+    wanted: tuple[str, ...] | None,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """The bridge (``bridge.py``): per reading stage, the reused baselines
+    trained again to test the records' drift, and why."""
+    books = {stage: load_results(STAGES[stage][1]) for stage in reasons}
+    return bridge_plan(reasons, books, here(device), wanted)
+
+
+def _with_bridge(
+    retrain: dict[str, tuple[str, ...]], bridge: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[str, ...]]:
+    """Each stage's baselines to train: those not reused, then the bridge's."""
+    return {s: (*retrain.get(s, ()), *bridge.get(s, ())) for s in retrain}
+
+
 def _whole_record(
     stage: str, preset: Preset, book: str, record: dict | None, device: torch.device
 ) -> str | None:
@@ -574,6 +593,7 @@ def plan_text(
     smoke: bool = False,
     checked: dict[str, list[int]] | None = None,
     edge_rounds: int = EDGE_ROUNDS,
+    bridge: tuple[str, ...] | None = None,
 ) -> str:
     """``judge --plan``: the stages, the units each would train and those it would
     reuse from the package's records, and an estimate of the time on this machine
@@ -589,12 +609,13 @@ def plan_text(
         scheme, source, settings=settings, best=best or stand_in, smoke=smoke
     )
     reasons, retrain = _baselines(plain, against, device, smoke)
+    bridged, bridge_why = _bridge(reasons, device, bridge)
     reading = stage_presets(
         scheme,
         source,
         settings=settings,
         best=best or stand_in,
-        retrain=retrain,
+        retrain=_with_bridge(retrain, bridged),
         smoke=smoke,
     )
     everyone = stage_presets(
@@ -631,6 +652,7 @@ def plan_text(
             text += f"{scheme} at {settings_count} settings, {_seeds(preset)}"
         else:
             names = [scheme, *retrain[stage]]
+            names += [f"{b} (bridge)" for b in bridged.get(stage, ())]
             text += f"{', '.join(names)}, {_seeds(preset)}"
             reused = [b for b in against if b not in retrain[stage]]
             if reused:
@@ -643,6 +665,11 @@ def plan_text(
             why = sorted({w for w in reasons[stage].values() if w})
             if why:
                 text += f" (baselines trained again: {'; '.join(why)})"
+            if stage in bridged:
+                text += (
+                    f"; the bridge trains {', '.join(bridged[stage])} again beside "
+                    f"their records to test the records' drift ({bridge_why[stage]})"
+                )
         if not done and (out / f"{stage}.json.partial").is_file():
             text += (
                 f"; {stage}.json.partial holds a stopped run's finished units, "
@@ -713,20 +740,38 @@ def assemble(
     seconds: dict[str, float],
     smoke: bool = False,
     edges: tuple[list[dict], list[str]] = ([], []),
+    bridge: tuple[dict[str, tuple[str, ...]], dict[str, str]] = ({}, {}),
 ) -> dict:
     """``judged.json``: the held-out stage's record with the tasks' entries and the
     reused baselines' entries added, and a ``judge`` table saying what came from
-    where. A ``smoke`` run's is marked ``SMOKE_VERDICT`` (``judge.verdict``), and
-    its card gives no verdict."""
+    where. The bridge's baselines (``bridge.py``), trained here beside the
+    reused records of themselves, are kept apart in ``judged["bridge"]`` (the
+    verdicts pair with the recorded entries, as for every reused baseline). A
+    ``smoke`` run's is marked ``SMOKE_VERDICT`` (``judge.verdict``), and its card
+    gives no verdict."""
     judged = json.loads(json.dumps(records["heldout"]))
+    bridged, bridge_why = bridge
+    apart: dict[str, list] = {"language_model": [], "lookback": [], "passkey": []}
+    text = set(bridged.get("heldout", ()))
+    apart["language_model"] = [
+        e for e in judged["language_model"] if e["scheme"] in text
+    ]
+    judged["language_model"] = [
+        e for e in judged["language_model"] if e["scheme"] not in text
+    ]
     judged["preset"] = f"judge-{scheme}" + ("-smoke" if smoke else "")
     judged["metadata"]["command"] = command
     # the whole judge's training and scoring, as a record's header reports it
     judged["metadata"]["wall_seconds"] = sum(seconds.values())
     tasks = records["tasks"]
+    on_tasks = set(bridged.get("tasks", ()))
     for section in ("lookback", "passkey"):
-        judged[section] = list(tasks.get(section, []))
+        entries = list(tasks.get(section, []))
+        apart[section] = [e for e in entries if e["scheme"] in on_tasks]
+        judged[section] = [e for e in entries if e["scheme"] not in on_tasks]
         judged["settings"][section] = tasks["settings"][section]
+    if bridged:
+        judged["bridge"] = apart
     judged["settings"]["task_seeds"] = tasks["settings"]["seeds"]
     book = {stage: load_results(STAGES[stage][1]) for stage in reused if reused[stage]}
     sources = {  # where each reused baseline was recorded
@@ -767,6 +812,9 @@ def assemble(
         "reused": reused,
         "reused_from": sources,
         "retrained": retrained,
+        # the reused baselines trained again here to test the records' drift
+        "bridge": {stage: list(names) for stage, names in bridged.items()},
+        "bridge_why": bridge_why,
         "task_metadata": tasks["metadata"],
         "stage_seconds": seconds,
     }
@@ -817,6 +865,18 @@ def _parser() -> argparse.ArgumentParser:
         help="when the best setting sits at the sweep's edge, train beyond it for "
         f"at most N rounds (default {EDGE_ROUNDS}; 0: keep the grid as swept, and "
         "the card says the choice sits at its edge)",
+    )
+    parser.add_argument(
+        "--bridge",
+        metavar="NAMES",
+        help="the reused baselines trained again to test the records' drift when "
+        "they were made on another machine or code version (comma-separated; "
+        "default: rope,t5)",
+    )
+    parser.add_argument(
+        "--no-bridge",
+        action="store_true",
+        help="reuse the records without training any baseline again",
     )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps")
     parser.add_argument("--jobs", default="1", metavar="N", help="units at once")
@@ -1021,6 +1081,18 @@ def main(argv: list[str] | None = None) -> int:
     smoke = args.smoke
     try:
         _read_counts(args)
+        if args.no_bridge and args.bridge:
+            raise ExperimentError("--bridge and --no-bridge: give one of them")
+        if args.no_bridge:
+            args.bridge = ()
+        elif args.bridge is not None:
+            args.bridge = tuple(s for s in args.bridge.split(",") if s)
+            unknown = [s for s in args.bridge if s not in BOOK_SCHEMES]
+            if unknown or not args.bridge:
+                raise ExperimentError(
+                    f"--bridge {','.join(args.bridge)}: name the book's schemes "
+                    f"({', '.join(BOOK_SCHEMES)})"
+                )
         if args.edge_rounds < 0:
             raise ExperimentError(
                 f"--edge-rounds {args.edge_rounds}: give 0 (keep the grid as swept) "
@@ -1059,6 +1131,7 @@ def main(argv: list[str] | None = None) -> int:
                     smoke=smoke,
                     checked=checked,
                     edge_rounds=args.edge_rounds,
+                    bridge=args.bridge,
                 )
             )
             return 0
@@ -1088,9 +1161,15 @@ def main(argv: list[str] | None = None) -> int:
         best = tuned_table(best_training(points))[scheme]
         plain = stage_presets(scheme, source, settings=args.set, best=best, smoke=smoke)
         reasons, retrain = _baselines(plain, against, device, smoke)
+        bridge, bridge_why = _bridge(reasons, device, args.bridge)
         records = {}
         presets = stage_presets(
-            scheme, source, settings=args.set, best=best, retrain=retrain, smoke=smoke
+            scheme,
+            source,
+            settings=args.set,
+            best=best,
+            retrain=_with_bridge(retrain, bridge),
+            smoke=smoke,
         )
         for stage, preset in presets.items():
             check_corpus(preset)
@@ -1126,6 +1205,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds,
         smoke=smoke,
         edges=extended,
+        bridge=(bridge, bridge_why),
     )
     (out / "judged.json").write_text(json.dumps(judged, indent=1) + "\n")
     tables = report(judged, path=str(out / "judged.json"))

@@ -29,6 +29,7 @@ from ...lm.verdicts import (
 from ..configuration.config import PRESETS, preset_to_dict
 from ..configuration.tuning import SweepPoint
 from ..configuration.tuning_edges import edge_settings
+from .bridge_card import bridge_claims, bridge_drift
 from .context_gain import gain_claims, gain_table
 from .position_parameters import parameter_figure, parameter_lines
 from .run_files import own_corpus, plain_entries, readable
@@ -223,8 +224,93 @@ def short_budgets(results: dict) -> list[tuple[str, int, int]]:
     return [(what, here, book) for what, here, book in parts if here < book]
 
 
-def _read_first(results: dict) -> list[str]:
+def _unbridged(results: dict) -> list[str]:
+    """The reading stages whose reused baselines were recorded on another
+    machine or code version than the judge's, with no bridge to test them:
+    ``"stage (recorded on X by code Y)"`` each."""
+    judge, meta = results["settings"]["judge"], results["metadata"]
+    if judge.get("bridge"):
+        return []
+    found = []
+    for stage, where in (judge.get("reused_from") or {}).items():
+        if not judge["reused"].get(stage):
+            continue
+        other = where.get("device_name") != meta.get("device_name")
+        if other or where.get("code_version") != meta.get("code_version"):
+            found.append(
+                f"{stage} (recorded on {where.get('device_name', '?')} by code "
+                f"{where.get('code_version', '?')})"
+            )
+    return found
+
+
+def _bridge_first(results: dict, bridge: list) -> list[str]:
+    # the bridge's drift, or its absence where the records came from elsewhere
+    lines = []
+    for measure, baseline, n, v in bridge_drift(bridge):
+        lines.append(
+            f"- **A reused baseline drifted**: `{baseline}` trained here differs from "
+            f"its record on {measure} at {n} ({brief(v)}). The verdicts against "
+            "reused baselines may carry a drift of this size."
+        )
+    unbridged = _unbridged(results)
+    if unbridged:
+        meta = results["metadata"]
+        lines.append(
+            "- **Not bridged**: the reused baselines of "
+            + "; ".join(unbridged)
+            + f" come from another machine or code version than this judge "
+            f"({meta.get('device_name', '?')}, code {meta.get('code_version', '?')}), "
+            "and no bridge trained any of them again here to test their drift"
+            + (
+                " (this record predates the bridge)."
+                if "bridge" not in results["settings"]["judge"]
+                else " (--no-bridge)."
+            )
+        )
+    return lines
+
+
+def _bridge_section(results: dict, bridge: list) -> list[str]:
+    judge = results["settings"]["judge"]
+    if not bridge:
+        return []
+    names = sorted({b for names in judge["bridge"].values() for b in names})
+    lines = [
+        "",
+        "## The bridge: do the reused baselines hold here?",
+        "",
+        "The reused baselines were recorded elsewhere: "
+        + "; ".join(f"{stage}: {why}" for stage, why in judge["bridge_why"].items())
+        + ". Each pairs with this judge's seeds because a unit's batches and "
+        "initial weights are drawn from its seed and the corpus, which the reuse "
+        "conditions hold equal; another machine or code version can still change "
+        "the arithmetic. So "
+        + ", ".join(f"`{n}`" for n in names)
+        + " were trained again here from the same seeds, and each is read against "
+        "its record: trained here minus recorded, paired by seed (and on text by "
+        "scored file), Holm within each measure. 'detectable' is as in the "
+        "verdicts.",
+    ]
+    for name, claims in bridge:
+        lines += _family_table(name, claims)
+    drift = bridge_drift(bridge)
+    lines += [
+        "",
+        (
+            f"**Drift shown** in {len(drift)} of {sum(len(c) for _, c in bridge)} "
+            "claims (see Read first)."
+            if drift
+            else "**No drift shown**: the reused records pair with this judge's "
+            "models within the differences above."
+        ),
+    ]
+    return lines
+
+
+def _read_first(results: dict, bridge: list | None = None) -> list[str]:
     # what the verdicts below cannot say, before them
+    bridge = bridge_claims(results) if bridge is None else bridge
     lines = []
     for what, here, book in short_budgets(results):
         lines.append(
@@ -241,6 +327,7 @@ def _read_first(results: dict) -> list[str]:
             + f") is at an edge of the sweep ({edge[0]['why']}); a setting beyond "
             "it may be better, so the scheme may be judged below its best."
         )
+    lines += _bridge_first(results, bridge)
     mine = judge["scheme"]
     found = unlearned(results)
     for section, what in TASKS:
@@ -449,10 +536,12 @@ def card_text(
     if smoke:
         title += f" ({smoke})"
     lines = [f"# {title}", ""] + _provenance(results)
+    bridge = bridge_claims(results) if judge and not smoke else []
     if judge and not smoke:
-        lines += _read_first(results)
+        lines += _read_first(results, bridge)
     if judge:
         lines += _protocol(results)
+        lines += _bridge_section(results, bridge)
         if smoke:
             lines += ["", "## Verdicts", "", f"{smoke}: {_SMOKE}"]
         else:
