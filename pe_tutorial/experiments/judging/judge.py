@@ -276,8 +276,7 @@ def tune_to_the_edges(
         if number > most:
             stopped = limited + [
                 f"after {_count(most, 'round')} beyond the edge (--edge-rounds "
-                f"{most}) the best setting still sits at one: "
-                + "; ".join(s["why"] for s in found)
+                f"{most}) the best setting still sits at one"
             ]
             break
         presets = edge_presets(

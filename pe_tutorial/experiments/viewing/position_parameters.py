@@ -85,7 +85,8 @@ def parameter_lines(results: dict, entry: dict) -> tuple[list[str], list[str]]:
         "## The scheme's position parameters",
         "",
         f"What training made of `{entry['scheme']}`'s own position parameters, on "
-        f"text, over its {seeds} held-out seeds (each run keeps them as its seeded "
+        f"text, over its {seeds} held-out {'seed' if seeds == 1 else 'seeds'} (each "
+        "run keeps them as its seeded "
         "model built them and as training left them). A parameter shared by the "
         "layers is listed once, under the first layer that uses it.",
     ]
