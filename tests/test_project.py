@@ -394,6 +394,27 @@ def test_no_cell_shows_a_family_object_on_the_page(path):
         )
 
 
+LONG_CONTEXT = [p for p in CHAPTERS if p.name[:3] in ("11_", "12_")]
+
+
+@pytest.mark.parametrize("path", LONG_CONTEXT, ids=lambda p: p.name)
+def test_sentences_carry_short_verdict_tags_and_no_untested_equivalence(path):
+    """Chapters 11 and 12 (issue 68): a sentence carries a verdict's short tag
+    (``KEY_tag``: "not shown, Holm p 0.41"), the printed family the full wording;
+    and "as good as" claims an equivalence no family tested ("not shown apart"
+    is what a verdict says)."""
+    for index, cell in enumerate(read_notebook(path)["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = " ".join(cell_text(cell).split())
+        found = re.findall(r"\{glue:text\}`\w+_verdict`", text)
+        assert not found, f"{path.name} cell {index}: glue the short tag: {found[0]}"
+        assert "as good as" not in text, (
+            f"{path.name} cell {index}: 'as good as' claims an equivalence; say "
+            "'not shown apart' with the interval"
+        )
+
+
 @needs_make
 def test_nbval_compares_outputs_through_the_sanitizer():
     commands = dry_run("test-outputs")

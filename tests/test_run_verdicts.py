@@ -174,6 +174,9 @@ def test_a_family_corrects_its_claims_together_and_glues_each(monkeypatch):
     assert table.startswith("family 'the test's claims': 2 claims, Holm-corrected")
     assert "each 3 seeds \u00d7 3 files" in table and "rope_t5" in table
     assert "among the 2 claims of 'the test's claims'" in glued["rope_t5_verdict"]
+    # the short tag a sentence carries: the conclusion and the adjusted p alone
+    said = "real" if claims["rope_t5"].real else "not shown"
+    assert glued["rope_t5_tag"] == f"{said}, Holm p {claims['rope_t5'].p_adjusted:.2g}"
     with pytest.raises(ValueError, match="is closed"):
         claims.add("late", alone)
 

@@ -54,6 +54,7 @@ __all__ = [
     "entry_verdict",
     "seed_values",
     "phrase",
+    "tag",
     "brief",
 ]
 
@@ -199,9 +200,10 @@ class Family:
     ``add(key, verdict)`` each claim, ``close()`` once all are in; then
     ``family[key]`` is the claim's adjusted ``Verdict``, and ``glue()`` glues,
     for each key, ``KEY_gap`` (the difference), ``KEY_verdict`` (its conclusion
-    with interval, n, files and adjusted p, naming the family) and ``KEY_words``
-    (``Verdict.words``). Reading a claim before ``close`` is an error: its p is
-    not yet corrected for the claims added after it.
+    with interval, n, files and adjusted p, naming the family), ``KEY_tag`` (the
+    short tag a sentence carries: ``tag``) and ``KEY_words``
+    (``Verdict.words``). Reading a claim before ``close`` is an error: its p
+    is not yet corrected for the claims added after it.
     """
 
     def __init__(self, name: str):
@@ -297,6 +299,7 @@ class Family:
         for key, verdict in self.close().items():
             glue(f"{key}_gap", verdict.difference)
             glue(f"{key}_verdict", phrase(verdict))
+            glue(f"{key}_tag", tag(verdict))
             glue(f"{key}_words", verdict.words)
 
 
@@ -325,6 +328,18 @@ def phrase(verdict: Verdict) -> str:
         f"{verdict.conclusion}: {verdict.level * 100:g}% interval "
         f"[{verdict.low:+.3f}, {verdict.high:+.3f}], {_rests(verdict)}, {p}"
     )
+
+
+def tag(verdict: Verdict) -> str:
+    """A verdict as a sentence carries it (issue 68): ``real, Holm p 0.012`` or
+    ``not shown, Holm p 0.41``; the printed family (``Family.table``) gives the
+    interval, n and method beside it."""
+    if verdict.n < 2:
+        return verdict.conclusion
+    said = "real" if verdict.real else "not shown"
+    if verdict.p_adjusted is None:
+        return f"{said}, p {verdict.p:.2g} uncorrected"
+    return f"{said}, Holm p {verdict.p_adjusted:.2g}"
 
 
 def brief(verdict: Verdict) -> str:
