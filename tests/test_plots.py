@@ -154,6 +154,23 @@ def test_passkey_grids_put_each_scheme_in_its_own_panel():
     plt.close(fig)
 
 
+def test_a_tall_passkey_grid_keeps_its_colour_bar_under_the_last_row():
+    """Ten schemes, five rows: the bar sits just under the last row's labels,
+    with no blank band between (the KERPLE card's grid had 1.3 inches)."""
+    entry = {
+        "runs": [{"by_depth": {n: {"0.0": 1.0, "1.0": 0.5} for n in ("64", "128")}}]
+    }
+    fig = passkey_grids({str(i): entry for i in range(10)}, title="t", columns=2)
+    renderer = fig.canvas.get_renderer()
+    fig.draw(renderer)
+    bar = next(ax for ax in fig.axes if ax.get_label() == "<colorbar>")
+    panels = [ax for ax in fig.axes if ax.images and ax is not bar]
+    lowest = min(ax.get_tightbbox(renderer).y0 for ax in panels)
+    gap_inches = (lowest - bar.get_tightbbox(renderer).y1) / fig.dpi
+    assert 0 <= gap_inches < 0.35
+    plt.close(fig)
+
+
 def test_shift_arcs_end_where_the_matrix_puts_each_start():
     w, shift = 0.15, 5
     angle = shift * w

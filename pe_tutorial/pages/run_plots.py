@@ -248,8 +248,18 @@ def passkey_grids(entries: dict[str, dict], *, title: str, columns: int = 2):
         if ax.get_visible() and ax not in axes[:, 0]:
             ax.set_ylabel("")
     image = axes.flat[0].images[0]
+    # the bar's room in the layout is a fraction of the figure's height: a fixed
+    # half inch, so a tall grid of many schemes leaves no blank band above it
+    height = fig.get_figheight()
     fig.colorbar(
-        image, ax=axes, label="accuracy", shrink=0.6, location="bottom", aspect=40
+        image,
+        ax=axes,
+        label="accuracy",
+        shrink=0.6,
+        location="bottom",
+        aspect=40,
+        fraction=0.5 / height,
+        pad=0.1 / height,
     )
     fig.suptitle(title)
     return fig

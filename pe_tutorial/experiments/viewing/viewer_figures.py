@@ -57,8 +57,10 @@ def write_figures(results: dict, folder: str | Path) -> list[Path]:
                 plain,
                 labels=labels("language_model", plain),
                 train_length=L,
-                title=f"Bits per byte by evaluation length ({corpus or 'own corpus'}), "
-                f"mean ± std of {seeds} seeds",
+                # the bars are each scheme's own spread; a verdict pairs the seeds
+                # (a card draws those paired intervals apart: verdicts-N.png)
+                title=f"Bits per byte by evaluation length ({corpus or 'own corpus'})\n"
+                f"mean of {seeds} seeds; bars: ± one std, not the paired verdicts",
                 ax=axes(),
             ),
         )
