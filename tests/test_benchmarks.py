@@ -29,6 +29,7 @@ TINY = {
     "alibi_attention": {"shape": (1, 2, 8, 4)},
     "relative_attention": {"shape": (1, 2, 8, 4)},
     "train_step": {"batch": 2, "seq_len": 8, "schemes": ("nope", "rope")},
+    "mrope_rotation": {"tokens": 64},
 }
 
 
@@ -1080,3 +1081,21 @@ def test_a_recording_says_what_ran_beside_it(tmp_path):
     assert "ran beside it: a training run on both cores" in run.table()
     with pytest.raises(SystemExit):  # said of a recording only
         benchmarks.main(["integer_tables", "--device", "cpu", "--beside", "nothing"])
+
+
+def test_the_mrope_suite_rotates_text_an_image_and_text():
+    """Chapter 13's suite: the same queries through RoPE and through M-RoPE at the
+    ids of T/4 text tokens, an image of T/2 patches and T/4 text tokens; before
+    the image M-RoPE's ids are RoPE's positions (the rows agree), under the
+    image they are not."""
+    from pe_tutorial.benchmarks.long_context import mrope_rotation
+
+    plan = mrope_rotation(torch.device("cpu"), torch.float32, tokens=128)
+    assert plan.settings == {"tokens": 128, "heads": 8, "head_dim": 128}
+    rope_case, mrope_case = plan.cases
+    assert mrope_case.shapes["ids"] == [3, 128]
+    rope, mrope = rope_case.fn(), mrope_case.fn()
+    assert torch.allclose(mrope[:, :32], rope[:, :32], atol=1e-5)
+    assert not torch.allclose(mrope[:, 33:96], rope[:, 33:96], atol=1e-3)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        mrope_rotation(torch.device("cpu"), torch.float32, tokens=100)

@@ -80,6 +80,7 @@ def test_the_chapters_that_quote_timings_are_found():
         "10",
         "11",
         "12",
+        "13",
     } <= names
 
 

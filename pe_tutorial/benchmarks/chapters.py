@@ -1,8 +1,8 @@
 """The suites behind the timing cells of chapters 1 to 8.
 
 Chapter 9's training step is ``train_step.py``'s; chapter 10's copies and memory
-ceiling ``copies.py``'s; chapter 11's switch of LongRoPE's lists and chapter
-12's latent decoding ``long_context.py``'s.
+ceiling ``copies.py``'s; chapter 11's switch of LongRoPE's lists, chapter
+12's latent decoding and chapter 13's M-RoPE rotation ``long_context.py``'s.
 
 Each builder takes a device and a dtype (and sizes, with defaults that are
 small on the CPU and larger on a GPU) and returns the ``Plan`` to time. Bytes

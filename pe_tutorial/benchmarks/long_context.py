@@ -1,7 +1,8 @@
-"""The suites behind the timing cells of chapters 11 and 12: LongRoPE's switch
+"""The suites behind the timing cells of chapters 11 to 13: LongRoPE's switch
 of lists (``longrope_switch``: a decoding step past the switch against the
-recompute of the prefix it forces) and latent attention's decoding
-(``latent_decode``: absorbed against expanded).
+recompute of the prefix it forces), latent attention's decoding
+(``latent_decode``: absorbed against expanded) and M-RoPE's rotation
+(``mrope_rotation``: three ids a token against RoPE's one).
 
 Each builder takes a device and a dtype (and sizes, with defaults that are
 small on the CPU and larger on a GPU) and returns the ``Plan`` to time.
@@ -13,7 +14,8 @@ import torch
 
 from ..attention.core import attend
 from ..attention.latent_attention import LatentAttention
-from ..encodings.rope import RotaryEmbedding
+from ..encodings.mrope import apply_mrope, mrope_position_ids
+from ..encodings.rope import RotaryEmbedding, apply_rope
 from ..encodings.rope_scaling import LongRopeScaling
 from ._core import Plan, Suite, register
 from .chapters import dtype_name, on_gpu
@@ -156,5 +158,63 @@ register(
         longrope_switch,
         why="Phi-3's head size, 8 heads, 2048 cached tokens on a CPU (8192 on a GPU)",
         smoke={"cache_tokens": 16},
+    )
+)
+
+
+def mrope_rotation(
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    tokens: int | None = None,
+) -> Plan:
+    """A sequence's queries rotated by M-RoPE against RoPE (chapter 13).
+
+    The same ``(8 heads, T, 128)`` queries: RoPE at positions ``0..T-1``, and
+    M-RoPE (Qwen2-VL's sections of 16, 24 and 24 pairs) at the ``(t, h, w)`` ids
+    of text, an image of ``T/2`` patches (``T/64`` rows of 32) and text. Both
+    read the queries and write as many numbers; M-RoPE also reads three ids a
+    token and picks each pair's angle from its section's axis. The suite checks
+    first that M-RoPE at the ids of text alone is RoPE.
+    """
+    if tokens is None:
+        tokens = 16384 if on_gpu(device) else 2048
+    if tokens % 64:
+        raise ValueError(
+            f"tokens={tokens}: give a multiple of 64 (an image of T/64 rows)"
+        )
+    heads, head_dim = 8, 128
+    torch.manual_seed(0)
+    x = torch.randn(heads, tokens, head_dim, device=device, dtype=dtype)
+    text_ids = mrope_position_ids([("text", tokens)]).to(device)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2)
+    if not torch.allclose(apply_mrope(x, text_ids), apply_rope(x), **tol):
+        raise AssertionError("M-RoPE at text ids differs from RoPE")
+    quarter = tokens // 4
+    segments = [("text", quarter), ("image", (tokens // 64, 32)), ("text", quarter)]
+    ids = mrope_position_ids(segments).to(device)
+    nbytes = 2 * x.numel() * x.element_size()
+    shapes = {"queries": list(x.shape), "ids": list(ids.shape)}
+    rows = (
+        ("RoPE: one position a token", lambda: apply_rope(x)),
+        ("M-RoPE: three ids a token (text, image, text)", lambda: apply_mrope(x, ids)),
+    )
+    cases = [
+        Case(name, fn, shapes, dtype_name(dtype), nbytes, allocates=True)
+        for name, fn in rows
+    ]
+    return Plan(
+        cases, settings={"tokens": tokens, "heads": heads, "head_dim": head_dim}
+    )
+
+
+register(
+    Suite(
+        "mrope_rotation",
+        "13",
+        "M-RoPE's rotation against RoPE's",
+        mrope_rotation,
+        why="8 heads of 128 channels, 2048 tokens on a CPU (16384 on a GPU)",
+        smoke={"tokens": 64},
     )
 )

@@ -32,7 +32,7 @@ the input is reported as such before any value is compared.
   ``check_alibi_score_mod(fn)`` for ``fn(num_heads)`` returning ALiBi's
   FlexAttention ``score_mod``; ``check_causal_block_mask(fn)`` for
   ``fn(seq_len)`` returning the causal ``BlockMask``;
-- chapters 11 and 12 (``checks.long_context``): ``check_sliding_window_mask(fn)``
+- chapters 11 to 13 (``checks.long_context``): ``check_sliding_window_mask(fn)``
   and ``check_chunked_mask(fn)`` for ``fn(length, size)``, Gemma 3's window
   and Llama 4's chunks; ``check_mrope_position_ids(fn)`` for
   ``fn(text_before, rows, columns, text_after)``, Qwen2-VL's M-RoPE ids;

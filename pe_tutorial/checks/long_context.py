@@ -1,4 +1,4 @@
-"""Checks for chapters 11 and 12: YaRN's factor; local attention masks, M-RoPE's ids."""
+"""Checks for chapters 11 to 13: YaRN's factor; local attention masks (12); M-RoPE's ids (13)."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def _ids(
 
 
 def check_mrope_position_ids(fn: Callable[[int, int, int, int], torch.Tensor]) -> None:
-    """Check ``fn(text_before, rows, columns, text_after)`` (chapter 12): M-RoPE's
+    """Check ``fn(text_before, rows, columns, text_after)`` (chapter 13): M-RoPE's
     ``(3, T)`` integer positions (time, height, width) of text, one image and text.
 
     Qwen2-VL's rule (``get_rope_index``, ``mrope_position_ids``): text token

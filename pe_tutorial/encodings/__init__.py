@@ -14,11 +14,11 @@ Pure functions and small ``nn.Module``s that know nothing of attention:
 - ``quantisation``  RoPE's cos/sin tables and rotated q, k in int8 and fp8 (chapter 6)
 - ``fused_rope``    RoPE on q and k together: cos/sin once, in place, compiled (chapter 10)
 - ``rope_triton``   the Triton RoPE kernel (CUDA; tested in Triton's CPU interpreter)
-- ``rope_mixed``, ``mrope``, ``xpos``  2-D mixed RoPE, Qwen2-VL's M-RoPE, xPos (chapter 12)
+- ``rope_mixed``, ``mrope``, ``xpos``  2-D mixed RoPE, Qwen2-VL's M-RoPE, xPos (chapter 13)
 - ``alibi``         ALiBi slopes and biases (chapter 7)
 - ``relative``      Shaw's clipped embeddings, T5's buckets, CoPE (chapter 8)
 - ``disentangled``  DeBERTa's content-to-position and position-to-content terms (8)
-- ``fire``, ``random_positions``  FIRE's learned bias, randomised positions (chapter 12)
+- ``fire``, ``random_positions``  FIRE's learned bias, randomised positions (chapter 13)
 
 Modules here import only ``pe_tutorial._validation``, ``pe_tutorial._lazy`` and each other.
 """

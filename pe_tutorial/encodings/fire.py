@@ -1,4 +1,4 @@
-"""FIRE: a learned function of the normalised distance (Li et al., 2024; chapter 12).
+"""FIRE: a learned function of the normalised distance (Li et al., 2024; chapter 13).
 
 FIRE adds to the score of query ``i`` and key ``j <= i`` the bias
 
@@ -25,7 +25,7 @@ __all__ = ["FIREBias"]
 
 
 class FIREBias(nn.Module):
-    """FIRE's bias ``(heads, T, T)`` for a causal sequence of ``T`` tokens (chapter 12).
+    """FIRE's bias ``(heads, T, T)`` for a causal sequence of ``T`` tokens (chapter 13).
 
     ``forward(length)``; entries above the diagonal (future keys) are 0, for
     the causal mask to remove. ``normalised_distance(length)`` is the MLP's

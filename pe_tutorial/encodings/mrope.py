@@ -1,4 +1,4 @@
-"""Multimodal RoPE (M-RoPE, Qwen2-VL): sections of the pairs for time, height and width (chapter 12).
+"""Multimodal RoPE (M-RoPE, Qwen2-VL): sections of the pairs for time, height and width (chapter 13).
 
 Each token gets three positions ``(t, h, w)`` instead of one. The pairs of a
 head are split into three sections, ``sections = (s_t, s_h, s_w)`` with

@@ -1,4 +1,4 @@
-"""Randomised positional encodings (Ruoss et al., 2023; chapter 12).
+"""Randomised positional encodings (Ruoss et al., 2023; chapter 13).
 
 A model trained on sequences of ``T`` tokens with positions ``0 .. T-1`` meets
 larger positions only at test time. Ruoss et al. train instead with the

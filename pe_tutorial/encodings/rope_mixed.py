@@ -1,4 +1,4 @@
-"""2-D RoPE with mixed, learnable frequencies (RoPE-Mixed, Heo et al., 2024; chapter 12).
+"""2-D RoPE with mixed, learnable frequencies (RoPE-Mixed, Heo et al., 2024; chapter 13).
 
 Axial 2-D RoPE (chapter 6, ``apply_rope_nd``) turns half of a head's pairs
 with the row and the other half with the column, so the score of two patches

@@ -1,4 +1,4 @@
-"""xPos: RoPE with an exponential decay per pair (Sun et al., 2023; chapter 12).
+"""xPos: RoPE with an exponential decay per pair (Sun et al., 2023; chapter 13).
 
 xPos rotates q and k as RoPE does and also scales pair ``i`` of the query at
 position ``m`` by ``zeta_i ** (m / gamma)`` and of the key at ``n`` by
