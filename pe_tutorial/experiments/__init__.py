@@ -10,6 +10,7 @@ Run from a shell::
     python -m pe_tutorial.experiments show FILE [--figures DIR] [--report DIR]
     python -m pe_tutorial.experiments judge my_pe.py [--scheme NAME] [--out DIR]
         [--against rope,alibi,...] [--set KEY=VALUE ...] [--jobs N] [--shard K/N]
+        [--plan | --smoke] [--edge-rounds N] [--bridge NAMES | --no-bridge]
 
 An experiment is a TOML file (``configuration/config.py`` gives its keys and the sweep
 rule: a list under ``[sweep]`` trains each scheme at every value), or a
@@ -91,7 +92,8 @@ from .records.results import (
 from .running.merge import MergeError, merge_parts
 from .running.run import run_experiments, run_units
 from .running.runner import CORPORA
-from .viewing.report_card import judged_claims
+from .viewing.bridge_card import bridge_claims
+from .viewing.report_card import at_the_edge, judged_claims
 
 __all__ = [
     "Preset",
@@ -112,6 +114,8 @@ __all__ = [
     "load_results",
     "load_judged",
     "judged_claims",
+    "bridge_claims",
+    "at_the_edge",
     "SECTIONS",
     "summarise",
     "format_rows",

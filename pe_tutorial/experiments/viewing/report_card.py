@@ -35,7 +35,14 @@ from .position_parameters import parameter_figure, parameter_lines
 from .run_files import own_corpus, plain_entries, readable
 from .viewer_figures import write_figures
 
-__all__ = ["write_card", "card_text", "judged_claims", "unlearned", "short_budgets"]
+__all__ = [
+    "write_card",
+    "card_text",
+    "judged_claims",
+    "at_the_edge",
+    "unlearned",
+    "short_budgets",
+]
 
 # A model has learned a task when its mean accuracy over seeds at the task's own
 # length reaches this (chapter 9's "never learn it": ALiBi and NoPE on look-back,
