@@ -275,3 +275,14 @@ def test_a_sweep_extended_until_inside_says_its_rounds(kerple):
         f"Beyond the grid's edge, round 1: rate 0.003 at 100 times, as {why}." in card
     )
     assert "The chosen setting is inside the grid" in card
+
+
+def test_the_card_says_when_the_judge_ran_from_its_held_out_to_its_tasks_stage(kerple):
+    """The judged record's header is the held-out stage's; the card also names
+    the tasks stage's date, which ran last."""
+    card = report_card.card_text(kerple, [], "tables")
+    held, tasks = (
+        kerple["metadata"]["date"],
+        kerple["settings"]["judge"]["task_metadata"]["date"],
+    )
+    assert f"- **Recorded** {held} (held-out stage) to {tasks} (tasks stage)" in card

@@ -64,8 +64,13 @@ def _provenance(results: dict) -> list[str]:
             f"- **Scheme**: `{judge['scheme']}`, from `{judge['scheme_file']}` "
             f"(sha256 {judge['scheme_file_digest']})"
         )
+    # a judge's header is its held-out stage's; its tasks stage ran last
+    when = meta.get("date", "?")
+    tasks = (judge or {}).get("task_metadata") or {}
+    if tasks.get("date") and tasks["date"] != when:
+        when = f"{when} (held-out stage) to {tasks['date']} (tasks stage)"
     lines += [
-        f"- **Recorded** {meta.get('date', '?')} on {meta.get('device', '?')} "
+        f"- **Recorded** {when} on {meta.get('device', '?')} "
         f"({meta.get('device_name', '?')}), {_count(meta.get('threads', '?'), 'thread')}"
         f" a process, {meta.get('jobs', '1')} at once; torch {meta.get('torch', '?')}, "
         f"Python {meta.get('python', '?')}",
