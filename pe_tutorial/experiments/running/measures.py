@@ -51,13 +51,15 @@ def position_parameter_values(model: torch.nn.Module) -> dict[str, dict]:
     """A model's position parameters (``named_position_parameters``) as a record
     keeps them (issue 69): per name, ``shape`` and either ``values`` (nested lists,
     4 decimals) when it holds at most ``VALUES_KEPT`` numbers, or ``rms`` (its root
-    mean square, 6 significant digits) when it holds more. Empty for a scheme with none."""
+    mean square, 6 significant digits) when it holds more. Empty for a scheme
+    with none."""
     kept = {}
     for name, parameter in model.named_position_parameters():
         data = parameter.detach().float().cpu()
         entry: dict = {"shape": list(data.shape)}
         if data.numel() <= VALUES_KEPT:
-            entry["values"] = data.round(decimals=4).tolist()
+            # rounded in float64, so the record holds 0.9161, not 0.916100025...
+            entry["values"] = data.double().round(decimals=4).tolist()
         else:
             entry["rms"] = float(f"{data.pow(2).mean().sqrt().item():.6g}")
         kept[name] = entry
