@@ -133,6 +133,13 @@ def _table_header(
         common.append(_shape_text(shared))
     common.append(sampling_text(timings))
     header.append("; ".join(common))
+    # each line within the table's width (a title naming its command, a long
+    # "ran beside it"), continued indented
+    header = [
+        line
+        for item in header
+        for line in textwrap.wrap(item, TABLE_WIDTH, subsequent_indent="  ") or [""]
+    ]
     return header, show_dtype, shared
 
 
