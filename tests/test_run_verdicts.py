@@ -297,3 +297,24 @@ def test_a_family_of_one_claim_is_named_in_the_singular():
         alone["rope_t5"]
     )
     assert "'one question' of 1 claim)" in alone["rope_t5"].words
+
+
+def test_a_printed_family_keeps_within_the_pages_88_columns():
+    """A long family name wraps; a claim resting on its own seeds and files puts
+    them on the next line when its line would run past 88 columns."""
+    from pe_tutorial.lm import run_verdicts
+
+    rope, t5 = _entry("rope", 0.1), _entry("t5", 0.0)
+    claims = run_verdicts.Family("a family whose name is long enough " * 3)
+    claims.add(
+        "a_rather_long_claim_key",
+        run_verdict(_results(), rope, t5, 128, label="rope - t5"),
+    )
+    claims.add(
+        "by_seed_alone",
+        scalar_verdict({0: 1.0, 1: 1.2, 2: 0.9}, {0: 0.5, 1: 0.4, 2: 0.6}, label="x"),
+    )
+    lines = claims.table().splitlines()
+    assert max(len(line) for line in lines) <= run_verdicts.PAGE_COLUMNS
+    assert lines[1].startswith("  ")  # the name went on, indented
+    assert any(line.strip() == "(3 seeds × 3 files)" for line in lines)

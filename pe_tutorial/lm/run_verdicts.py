@@ -40,8 +40,13 @@ and ``claims.change(key, record, entry, start, stop)`` add the claims, and
 
 from __future__ import annotations
 
+import textwrap
+
 from ..pages.glue import glue
 from .verdicts import Verdict, claim_count, paired_verdict, verdict_family
+
+# the width of a notebook's printed output on the book's page
+PAGE_COLUMNS = 88
 
 __all__ = [
     "Family",
@@ -282,17 +287,24 @@ class Family:
         rests = {_rests(v) for v in closed.values()}
         shared = rests.pop() if len(rests) == 1 else None
         head = f"family '{self.name}': {claim_count(len(closed))}, Holm-corrected"
-        lines = [head + (f"; each {shared}" if shared else "")]
+        head += f"; each {shared}" if shared else ""
+        # within a page's 88 columns: the head wraps, a claim's own seeds and files
+        # go under it when its line would run past
+        lines = textwrap.wrap(head, PAGE_COLUMNS, subsequent_indent="  ")
         for key, v in closed.items():
             if v.n < 2:
                 lines.append(f"  {key:{width}}  {v.conclusion}  {v.difference:+.3f}")
                 continue
-            own = "" if shared else f"  ({_rests(v)})"
             said = "real" if v.real else "not shown"
-            lines.append(
+            line = (
                 f"  {key:{width}}  {said:9}  {v.difference:+.3f}"
-                f" [{v.low:+.3f}, {v.high:+.3f}]  p_Holm {v.p_adjusted:.2g}{own}"
+                f" [{v.low:+.3f}, {v.high:+.3f}]  p_Holm {v.p_adjusted:.2g}"
             )
+            own = "" if shared else f"({_rests(v)})"
+            if own and len(line) + 2 + len(own) > PAGE_COLUMNS:
+                lines += [line, f"    {own}"]
+            else:
+                lines.append(f"{line}  {own}" if own else line)
         return "\n".join(lines)
 
     def glue(self) -> None:
