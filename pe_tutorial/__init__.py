@@ -178,6 +178,7 @@ from .lm.run_verdicts import (
     scored_files,
     seed_segments,
     seed_values,
+    verdict_tag,
 )
 from .lm.scoring import bits_per_byte
 from .lm.streaming import rolling_cache_losses
@@ -348,6 +349,7 @@ __all__ = [
     "gain_verdict",
     "length_verdict",
     "phrase",
+    "verdict_tag",
     "register_scheme",
     "run_verdict",
     "scalar_verdict",

@@ -394,12 +394,12 @@ def test_no_cell_shows_a_family_object_on_the_page(path):
         )
 
 
-LONG_CONTEXT = [p for p in CHAPTERS if p.name[:3] in ("11_", "12_")]
+TAGGED = [p for p in CHAPTERS if p.name[:3] in ("09_", "11_", "12_")]
 
 
-@pytest.mark.parametrize("path", LONG_CONTEXT, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", TAGGED, ids=lambda p: p.name)
 def test_sentences_carry_short_verdict_tags_and_no_untested_equivalence(path):
-    """Chapters 11 and 12 (issue 68): a sentence carries a verdict's short tag
+    """Chapters 9, 11 and 12 (issues 66, 68): a sentence carries a verdict's short tag
     (``KEY_tag``: "not shown, Holm p 0.41"), the printed family the full wording;
     and "as good as" claims an equivalence no family tested ("not shown apart"
     is what a verdict says)."""

@@ -59,7 +59,7 @@ __all__ = [
     "entry_verdict",
     "seed_values",
     "phrase",
-    "tag",
+    "verdict_tag",
     "brief",
 ]
 
@@ -206,7 +206,7 @@ class Family:
     ``family[key]`` is the claim's adjusted ``Verdict``, and ``glue()`` glues,
     for each key, ``KEY_gap`` (the difference), ``KEY_verdict`` (its conclusion
     with interval, n, files and adjusted p, naming the family), ``KEY_tag`` (the
-    short tag a sentence carries: ``tag``) and ``KEY_words``
+    short tag a sentence carries: ``verdict_tag``) and ``KEY_words``
     (``Verdict.words``). Reading a claim before ``close`` is an error: its p
     is not yet corrected for the claims added after it.
     """
@@ -311,7 +311,7 @@ class Family:
         for key, verdict in self.close().items():
             glue(f"{key}_gap", verdict.difference)
             glue(f"{key}_verdict", phrase(verdict))
-            glue(f"{key}_tag", tag(verdict))
+            glue(f"{key}_tag", verdict_tag(verdict))
             glue(f"{key}_words", verdict.words)
 
 
@@ -342,7 +342,7 @@ def phrase(verdict: Verdict) -> str:
     )
 
 
-def tag(verdict: Verdict) -> str:
+def verdict_tag(verdict: Verdict) -> str:
     """A verdict as a sentence carries it (issue 68): ``real, Holm p 0.012`` or
     ``not shown, Holm p 0.41``; the printed family (``Family.table``) gives the
     interval, n and method beside it."""
