@@ -201,11 +201,11 @@ def test_the_quoted_run_comes_first_and_is_what_the_text_reads(
     )
     benchmarks.show(live, directory=tmp_path)
     printed = capsys.readouterr().out
-    # a title ends with ':' (a long one wraps onto an indented line)
+    # each table's title starts its first line (a long one wraps on, indented)
     titles = [
         line
         for line in printed.splitlines()
-        if line.endswith(":") and not line.startswith("  ")
+        if line.startswith(("recorded run", "this machine"))
     ]
     assert titles[0].startswith("recorded run, quoted in the text: ")
     assert titles[1].startswith("recorded run: T4")
