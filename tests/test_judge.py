@@ -686,6 +686,16 @@ def test_the_readme_says_what_the_shipped_judge_of_kerple_found():
     assert "a rate of 3e-3 with its parameters at 30 times it" in readme
     minutes = sum(judge["stage_seconds"].values()) / 60
     assert f"{minutes:.0f} minutes of training and scoring summed" in readme
+    # one round beyond the edge (100x, worse), and the bridge found no drift
+    from pe_tutorial.experiments import at_the_edge, bridge_claims
+
+    (edge,) = judge["edge_rounds"]
+    assert [s["position_lr_multiplier"] for s in edge["settings"]] == [100.0]
+    assert at_the_edge(judge) == ([], [])
+    assert "so 30 times is inside the grid" in readme
+    for name, claims in bridge_claims(judged):
+        assert not any(v.real for v in verdict_family(name, [v for *_, v in claims]))
+    assert "The bridge showed no drift" in readme
     assert sorted(judge["reused"]["heldout"]) == sorted(judging.BOOK_SCHEMES)
     top = max(judged["settings"]["lengths"])
     shown = {}  # (measure, length) -> (ahead, behind), real differences only
