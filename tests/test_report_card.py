@@ -198,8 +198,15 @@ def test_the_card_reports_the_schemes_parameters_per_layer_and_head(kerple, tmp_
 
 
 def test_a_card_without_kept_parameters_has_no_such_section(kerple):
-    # the shipped record predates them; a scheme without any has none either
-    assert "position parameters" not in report_card.card_text(kerple, [], "t")
+    # a record made before runs kept them (or a scheme with none) has no section
+    record = copy.deepcopy(kerple)
+    for entry in record["language_model"]:
+        for run in entry["runs"]:
+            run.pop("position_parameters", None)
+    assert "position parameters" not in report_card.card_text(record, [], "t")
+    assert "## The scheme's position parameters" in report_card.card_text(
+        kerple, [], "t"
+    )
 
 
 def test_the_context_gain_families_read_the_runs_gains(kerple):
@@ -241,10 +248,17 @@ def test_the_card_explains_context_gain_before_its_families(kerple):
 
 
 def test_a_choice_at_the_grids_edge_is_said_first(kerple):
-    """The shipped KERPLE record chose 30 times, the largest multiplier its sweep
-    tried at 3e-3 (it predates the judge's extension rule): the card says so
-    before its verdicts and in its protocol."""
-    card = report_card.card_text(kerple, [], "tables")
+    """KERPLE chose 30 times, the largest multiplier of the first sweep at 3e-3;
+    its record without the round that tried 100 times (as a record made before
+    the judge extended its grids): the card says so before its verdicts and in
+    its protocol. The shipped record, with that round, is inside."""
+    assert "Tuned at the grid's edge" not in report_card.card_text(kerple, [], "t")
+    record = copy.deepcopy(kerple)
+    judge = record["settings"]["judge"]
+    judge["tuning"] = [p for p in judge["tuning"] if p["position_lr_multiplier"] < 100]
+    for key in ("edge_rounds", "edge_stopped"):
+        judge.pop(key)
+    card = report_card.card_text(record, [], "tables")
     first = card[card.index("## Read first") : card.index("## The protocol")]
     assert "**Tuned at the grid's edge**" in first
     assert "multiplier, 30, is the largest tried at learning rate 0.003" in first
