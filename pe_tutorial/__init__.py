@@ -181,6 +181,7 @@ from .lm.run_verdicts import (
     verdict_tag,
 )
 from .lm.scoring import bits_per_byte
+from .lm.sinks import first_key_weights
 from .lm.streaming import rolling_cache_losses
 from .lm.train import learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
@@ -374,6 +375,7 @@ __all__ = [
     "rms_normalize",
     "rolling_cache",
     "rolling_cache_losses",
+    "first_key_weights",
     "RollingCache",
     "RotatedKeyCache",
     "rope_angles",

@@ -1375,8 +1375,18 @@ def test_a_preset_with_a_cache_window_reads_each_model_through_a_rolling_cache(
     # two layers: the cache without sinks is not the window read afresh
     assert readings["sinks=0"]["bpb"] != readings["recomputed"]["bpb"]
     assert results["settings"]["cache_window"] == 8
+    # and the sink probe (lm.sinks) on windows of the training length: the first
+    # key and the first four, per layer and head, queries L/2 .. L-1
+    L = preset.train.seq_len
+    probe = run["sink_probe"]
+    assert list(probe) == ["1", "4"]
+    for k, reading in probe.items():
+        assert [len(heads) for heads in reading["weight"]] == [2, 2]
+        even = sum(int(k) / (i + 1) for i in range(L // 2, L)) / (L - L // 2)
+        assert reading["even"] == pytest.approx(even, abs=1e-4)
     plain = run_experiments(replace(preset, cache_window=0), progress=False)
     assert "rolling_cache" not in plain["language_model"][0]["runs"][0]
+    assert "sink_probe" not in plain["language_model"][0]["runs"][0]
 
 
 def test_a_start_byte_begins_every_window_the_models_train_and_are_scored_on(

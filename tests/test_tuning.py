@@ -174,3 +174,44 @@ def test_the_long_budget_rate_check_is_the_long_budget_one_grid_step_lower():
         step_down = grid[grid.index(mine.pop("learning_rate")) - 1]
         assert theirs.pop("learning_rate") == step_down, scheme
         assert theirs == mine, scheme
+
+
+@pytest.mark.parametrize(
+    ("name", "parent", "differ"),
+    [
+        # three more seeds of RoPE and the Llama 4 pattern (issue 68)
+        ("frontier-multikey-seeds", "frontier-multikey", ("seeds", "schemes")),
+        # the streaming run's RoPE models again, for the sink probe
+        ("streaming-probe", "streaming", ("schemes",)),
+    ],
+)
+def test_chapter_12s_added_runs_repeat_their_parents_but_for_what_they_name(
+    name, parent, differ
+):
+    """Chapter 12 pairs these records with their parents' by seed, so nothing but
+    the named fields may differ (seen failing with a changed step count)."""
+    from pe_tutorial.experiments import PRESETS
+
+    child, original = PRESETS[name], PRESETS[parent]
+    assert all(getattr(child, f) != getattr(original, f) for f in differ)
+    same = replace(
+        child, name=original.name, **{f: getattr(original, f) for f in differ}
+    )
+    assert same == original
+
+
+def test_the_narrow_controls_are_the_frontier_runs_text_models_at_windows_of_8():
+    """frontier-narrow (issue 68): the frontier run's model, training, seeds and
+    lengths, windows of 8 bytes (W/L = 1/16) in place of 32, text only."""
+    from pe_tutorial.experiments import PRESETS
+
+    narrow, frontier = PRESETS["frontier-narrow"], PRESETS["frontier"]
+    assert narrow.model == {**frontier.model, "local_window": 8}
+    assert narrow.train.seq_len // narrow.model["local_window"] == 16
+    for field in ("train", "seeds", "lengths", "eval_windows", "corpus"):
+        assert getattr(narrow, field) == getattr(frontier, field), field
+    assert (narrow.train_bytes, narrow.validation_bytes) == (
+        frontier.train_bytes,
+        frontier.validation_bytes,
+    )
+    assert not narrow.passkey and set(narrow.schemes) == {"local-global", "irope"}

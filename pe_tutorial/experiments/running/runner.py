@@ -31,6 +31,7 @@ from ...lm.scoring import (
     length_losses,
     window_reference_losses,
 )
+from ...lm.sinks import first_key_weights
 from ...lm.streaming import rolling_cache_losses
 from ...lm.train import TrainConfig, curve_steps, train
 from ...lm.windows import (
@@ -260,6 +261,18 @@ class Runner(RunData):
             for name, loss in readings.items()
         }
 
+    def sink_probe(self, model: ByteTransformer, corpus: str | None = None) -> dict:
+        """The weight the model puts on its first keys (``lm.sinks``, chapter 12).
+
+        Read on the first ``L`` bytes of each scored segment (the training
+        length, each starting with ``start_byte`` where the preset has one),
+        queries ``L/2`` to ``L - 1``: ``first_key_weights`` for the first key
+        and the first four, by layer and head, with their even shares.
+        """
+        L = self.preset.train.seq_len
+        windows = self.data(corpus).segments[:, :L]
+        return first_key_weights(model, windows)
+
     def _binned(self, losses: torch.Tensor) -> list[float]:
         """Per-target values ``(K, S)`` averaged over segments, then over bins of
         ``position_bin`` positions of a window as long as ``S``."""
@@ -453,6 +466,7 @@ class Runner(RunData):
             }
         if self.preset.cache_window:
             run["rolling_cache"] = self.rolling_cache(model, variant.corpus)
+            run["sink_probe"] = self.sink_probe(model, variant.corpus)
         if self.preset.global_interpolation and variant.scheme == "local-global":
             # Gemma 3 ships its global layers interpolated: the same weights read so
             run["global_interpolation"] = {
