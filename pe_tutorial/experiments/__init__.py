@@ -80,6 +80,7 @@ from .configuration.config import (
     read_experiment,
 )
 from .configuration.presets import STANDARD_PASSKEY, Preset, Variant
+from .records.joined import JoinError, join_seeds
 from .records.record import ResumeError, RunFile, partial_path
 from .records.results import (
     SECTIONS,
@@ -112,6 +113,8 @@ __all__ = [
     "merge_parts",
     "results_path",
     "load_results",
+    "join_seeds",
+    "JoinError",
     "load_judged",
     "judged_claims",
     "bridge_claims",

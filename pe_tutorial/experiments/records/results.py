@@ -3,8 +3,8 @@
 ``results_path`` and ``load_results`` find a preset's recorded run inside the
 installed package (``pe_tutorial/results/``); ``SECTIONS`` names the sections
 of a results dict, ``summarise`` turns one into rows (``mean ± std`` per
-length) and ``format_rows`` prints them. ``entry`` and ``summary`` make a
-section's entries from its per-seed runs.
+length) and ``format_rows`` prints them. ``entry``, ``summary`` and
+``curve_summary`` make a section's entries from its per-seed runs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ __all__ = [
     "SECTIONS",
     "entry",
     "summary",
+    "curve_summary",
     "results_path",
     "load_results",
     "load_judged",
@@ -47,6 +48,26 @@ def _summarise_runs(runs: list[dict], key: str) -> dict[str, dict | None]:
 def entry(fields: dict, runs: list[dict], key: str = "bpb") -> dict:
     """A section's entry: what names it, its per-seed runs, and their summary by length."""
     return {**fields, "runs": runs, "summary": _summarise_runs(runs, key)}
+
+
+def curve_summary(runs: list[dict], key: str = "bpb") -> dict | None:
+    """The learning curves of an entry's runs, per point: ``{"steps", "mean", "std", "n"}``.
+
+    ``key`` names the curve's values (``"bpb"`` for a language model,
+    ``"accuracy"`` for a passkey model). Runs without a curve (recorded before
+    curves were) are left out, and so is one read at other steps than the
+    first; None when no run has a curve.
+    """
+    curves = [run["curve"] for run in runs if run.get("curve")]
+    if not curves:
+        return None
+    steps = curves[0]["steps"]
+    curves = [curve for curve in curves if curve["steps"] == steps]
+    points = [summary([curve[key][i] for curve in curves]) for i in range(len(steps))]
+    return {
+        "steps": list(steps),
+        **{name: [point[name] for point in points] for name in ("mean", "std", "n")},
+    }
 
 
 def _results_folder():

@@ -27,7 +27,7 @@ from ...lm.train import resolve_device
 from ..configuration.config import check_preset, preset_to_dict
 from ..configuration.presets import Preset, Variant
 from ..records.record import RunFile
-from ..records.results import SECTIONS, entry, summary
+from ..records.results import SECTIONS, curve_summary, entry
 from .extensions import LEARNED_TABLE_STAGES
 from .measures import mean_over_depths
 from .pool import compute_in_processes, worker_threads
@@ -248,26 +248,6 @@ def record(
         },
         "settings": runner.settings(),
         **sections,
-    }
-
-
-def curve_summary(runs: list[dict], key: str = "bpb") -> dict | None:
-    """The learning curves of an entry's runs, per point: ``{"steps", "mean", "std", "n"}``.
-
-    ``key`` names the curve's values (``"bpb"`` for a language model,
-    ``"accuracy"`` for a passkey model). Runs without a curve (recorded before
-    curves were) are left out, and so is one read at other steps than the
-    first; None when no run has a curve.
-    """
-    curves = [run["curve"] for run in runs if run.get("curve")]
-    if not curves:
-        return None
-    steps = curves[0]["steps"]
-    curves = [curve for curve in curves if curve["steps"] == steps]
-    points = [summary([curve[key][i] for curve in curves]) for i in range(len(steps))]
-    return {
-        "steps": list(steps),
-        **{name: [point[name] for point in points] for name in ("mean", "std", "n")},
     }
 
 

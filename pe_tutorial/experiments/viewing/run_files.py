@@ -16,9 +16,9 @@ import torch
 
 from ...lm.findings import mean_at, scheme_rate
 from ..configuration.config import ExperimentError, preset_from_dict
-from ..records.results import SECTIONS, entry
+from ..records.results import SECTIONS, curve_summary, entry
 from ..running.measures import mean_over_depths
-from ..running.run import curve_summary, passkey_run
+from ..running.run import passkey_run
 from ..running.runner import Runner, position_bin
 
 __all__ = [
