@@ -109,8 +109,6 @@ def test_the_shipped_multikey_records_join_as_chapter_12_reads_them():
         load_results("frontier-multikey"),
         load_results("frontier-multikey-seeds"),
     )
-    if more is None:
-        pytest.skip("frontier-multikey-seeds is not recorded")
     joined = join_seeds(first, more)
     by_scheme = {e["scheme"]: e for e in joined["passkey"]}
     for scheme in ("rope", "irope"):
