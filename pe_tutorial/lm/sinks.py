@@ -16,7 +16,7 @@ evenly over the ``i + 1`` keys it sees,
 
 A head with ``w_k`` well above ``even_k`` parks weight on the first keys; the
 experiment runner reads it for every model it also reads through a rolling
-cache (``Runner.rolling_cache``), so a recorded streaming run carries it.
+cache (``Runner.sink_probe``), so a recorded streaming run carries it.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def first_key_weights(
     """The weight on the first ``k`` keys, by layer and head, for each ``k`` of ``keys``.
 
     ``windows`` ``(K, T)`` byte ids (any integer type, as
-    ``windows.evaluation_segments`` keeps them), each read as one context; the queries are
-    positions ``T // 2`` to ``T - 1``. Returns ``{str(k): {"weight": [[w_k of
+    ``windows.evaluation_segments`` keeps them), each read as one context; the
+    queries are positions ``T // 2`` to ``T - 1``. Returns ``{str(k): {"weight": [[w_k of
     each head] of each layer], "even": even_k}}`` (see the module docstring),
     floats rounded to 4 digits. The model is read in eval mode and left as it
     was.

@@ -70,9 +70,7 @@ def join_seeds(record: dict, more: dict) -> dict:
     entry ``record`` has no counterpart for.
     """
     settings, extra = record["settings"], more["settings"]
-    shared = [
-        k for k in set(settings) & set(extra) if k not in _FREE and k != "metadata"
-    ]
+    shared = [k for k in set(settings) & set(extra) if k not in _FREE]
     differ = _differences(
         {k: settings[k] for k in shared}, {k: extra[k] for k in shared}
     )
