@@ -154,6 +154,7 @@ from .lm.data import stdlib_corpus
 from .lm.findings import (
     bootstrap_interval,
     compare,
+    end_slope,
     find,
     language_entry,
     mean_at,
@@ -185,7 +186,7 @@ from .lm.sinks import first_key_weights
 from .lm.streaming import rolling_cache_losses
 from .lm.train import learning_rate_at, train
 from .lm.verdicts import Verdict, holm, paired_verdict, verdict_family
-from .lm.windows import random_windows, segment_files
+from .lm.windows import random_windows, segment_files, target_reads
 from .pages.glue import glue, have_myst_nb
 
 __version__ = "0.1.0"
@@ -218,6 +219,7 @@ _LAZY = {
         "stacked_bars",
         "use_book_style",
     ),
+    **_names_of("pages.prose", "SCHEME_NAMES", "scheme_list"),
     **_names_of("pages.records", "learned_table_record"),
     **_names_of(
         "pages.run_plots",
@@ -291,6 +293,7 @@ __all__ = [
     "DisentangledRelativeBias",
     "DisentangledScheme",
     "dot_product_attention",
+    "end_slope",
     "encodings",
     "equivariance_gap",
     "experiments",
@@ -394,6 +397,8 @@ __all__ = [
     "scaled_rope_frequencies",
     "SCALING_METHODS",
     "SCHEME_COLOURS",
+    "SCHEME_NAMES",
+    "scheme_list",
     "scheme_rate",
     "SCHEMES",
     "score_error_profiles",
@@ -429,6 +434,7 @@ __all__ = [
     "symbolic",
     "t5_relative_position_bucket",
     "t5_untrained_share",
+    "target_reads",
     "T5BiasScheme",
     "T5RelativeBias",
     "TemperedNoPEScheme",

@@ -178,3 +178,21 @@ def test_the_long_budget_declares_its_families_before_its_record():
         (s, 1, 8) for s in readable
     ]
     assert past.claims[-1].text == "nope - rope at 8L"
+
+
+def test_the_same_claims_read_from_a_second_record_glue_under_their_own_keys():
+    """Chapter 9 reads the long budget's declared claims at the short budget too:
+    with a prefix and a name the second reading is its own family, the same
+    claims, keys and name apart, its verdicts the record's own."""
+    record = load_results("heldout-long")
+    entries = {s: language_entry(record, s) for s in ("alibi", "rope")}
+    declared = FamilyDeclaration(
+        "long", (parse_claim("alibi - rope at 1L"), parse_claim("rope from 1L to 8L"))
+    )
+    plain = declared.family(record, entries, 128)
+    short = declared.family(record, entries, 128, prefix="short_", name="at 800")
+    assert set(short.close()) == {"short_alibi_rope_1x", "short_rope_1x_8x"}
+    assert short["short_alibi_rope_1x"].family == "at 800"
+    assert short["short_rope_1x_8x"].difference == plain["rope_1x_8x"].difference
+    with pytest.raises(ValueError, match="letters, digits and underscores"):
+        declared.family(record, entries, 128, prefix="short-")

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+import pe_tutorial as pe
 from pe_tutorial.experiments.records.results import entry as run_entry
 from pe_tutorial.lm.findings import (
     ONE_SEED,
@@ -363,3 +364,46 @@ def test_a_reading_recorded_beside_a_run_is_an_entry_like_any_other():
     assert mean_at(read, 8) == pytest.approx(2.2)
     with pytest.raises(KeyError, match="seed 0 has no reading global_interpolation/4"):
         reading_entry({"runs": runs}, "global_interpolation", "4")
+
+
+def _curve_entry(steps, mean):
+    return {"curve": {"steps": steps, "mean": mean, "std": [0.0] * len(steps)}}
+
+
+def test_end_slope_is_the_least_squares_fall_of_the_last_tenth():
+    steps = list(range(100, 3300, 100))  # 32 readings, as the long-budget run's
+    # a curve falling 0.02 per 100 steps, then 0.005 over the last tenth
+    mean = [
+        3.0 - 0.0002 * s if s < 2900 else 2.42 - 0.00005 * (s - 2900) for s in steps
+    ]
+    assert pe.end_slope(_curve_entry(steps, mean)) == pytest.approx(0.005)
+    # over the last half the early, steeper fall weighs in
+    assert pe.end_slope(_curve_entry(steps, mean), share=0.5) > 0.01
+
+
+def test_end_slope_against_numpy_polyfit_on_a_noisy_curve():
+    rng = np.random.default_rng(0)
+    steps = list(range(40, 840, 40))  # 720, the last tenth's first step, is read
+    mean = list(3 - np.log(np.array(steps)) / 5 + rng.normal(0, 0.01, len(steps)))
+    last = [(s, y) for s, y in zip(steps, mean) if s >= 0.9 * 800]
+    slope = np.polyfit([s for s, _ in last], [y for _, y in last], 1)[0]
+    assert pe.end_slope(_curve_entry(steps, mean)) == pytest.approx(-100 * slope)
+
+
+def test_end_slope_is_zero_on_a_flat_curve_and_negative_on_a_rising_one():
+    steps = [100, 200, 300, 400]
+    assert pe.end_slope(_curve_entry(steps, [2.0] * 4), share=0.5) == 0
+    assert pe.end_slope(_curve_entry(steps, [2.0, 2.1, 2.2, 2.3]), share=0.5) < 0
+
+
+@pytest.mark.parametrize(
+    "entry, share, message",
+    [
+        (_curve_entry([100, 200, 300, 400], [3, 2, 1, 0]), 0.1, "holds 1 reading"),
+        ({"runs": []}, 0.1, "no learning curve"),
+        (_curve_entry([100, 200], [3, 2]), 0, "fraction of training"),
+    ],
+)
+def test_end_slope_refuses_what_it_cannot_read(entry, share, message):
+    with pytest.raises(ValueError, match=message):
+        pe.end_slope(entry, share=share)

@@ -415,6 +415,47 @@ def test_sentences_carry_short_verdict_tags_and_no_untested_equivalence(path):
         )
 
 
+BUDGETED = sorted(BOOK.glob("09_*.ipynb"))
+SHORT_FINDING = re.compile(r"\{glue:text\}`short_(?!steps`)\w")
+SHORT_BUDGET = "{glue:text}`short_steps` steps"
+
+
+def sentences(markdown: str) -> list[str]:
+    """A markdown cell's sentences: split after '.', '!' or '?' where the next
+    word starts a sentence, and at each list item (a glued format such as
+    ``:.3f`` has no space after its point)."""
+    text = re.sub(r"\n\s*[-*] ", "\n\u2022 ", markdown)
+    pieces = re.split(r"(?<=[.!?])\s+(?=[A-Z*(\u2022])|\n\u2022 ", text)
+    return [" ".join(p.removeprefix("\u2022 ").split()) for p in pieces if p.strip()]
+
+
+def test_sentences_splits_at_sentences_and_list_items_only():
+    text = "At {glue:text}`a:.3f` it is. Then\n- **one** item.\n- two; et al. said"
+    assert sentences(text) == [
+        "At {glue:text}`a:.3f` it is.",
+        "Then",
+        "**one** item.",
+        "two; et al. said",
+    ]
+
+
+@pytest.mark.parametrize("path", BUDGETED, ids=lambda p: p.name)
+def test_a_short_budget_finding_says_its_budget(path):
+    """Chapter 9 and its section 9.1 (issue 66): the ranking is read at 3200
+    steps, where it holds. A sentence quoting a finding of the 800-step runs'
+    ranking families (a glued ``short_...`` value) says its budget in the same
+    sentence, glued: "at {glue:text}`short_steps` steps"."""
+    for index, cell in enumerate(read_notebook(path)["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        for sentence in sentences(cell_text(cell)):
+            if SHORT_FINDING.search(sentence):
+                assert SHORT_BUDGET in sentence, (
+                    f"{path.name} cell {index}: a short-budget finding without "
+                    f"its budget ('{SHORT_BUDGET}'): {sentence[:200]}"
+                )
+
+
 @needs_make
 def test_nbval_compares_outputs_through_the_sanitizer():
     commands = dry_run("test-outputs")

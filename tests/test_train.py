@@ -25,7 +25,7 @@ from pe_tutorial.lm.scoring import (
 )
 from pe_tutorial.lm.synthetic import PASSKEY_SYMBOLS, passkey_batch
 from pe_tutorial.lm.train import TrainConfig, curve_steps, resolve_device, train
-from pe_tutorial.lm.windows import random_windows
+from pe_tutorial.lm.windows import random_windows, target_reads
 
 
 class Uniform(nn.Module):
@@ -615,3 +615,45 @@ def test_the_schedule_warms_up_then_falls_to_a_tenth_and_sums_in_closed_form():
         learning_rate_at(config, 800)
     with pytest.raises(ValueError, match="step must be a non-negative integer"):
         learning_rate_at(config, -1)
+
+
+def test_target_reads_replays_what_training_predicted():
+    """Chapter 9's count of bytes a budget reads twice: the windows a real
+    ``train`` call draws (its batches recorded, positions as data, with a
+    learning curve read on the way) predict each byte exactly as often as
+    ``target_reads`` replays from the seed, and every read is counted once."""
+    n, steps, batch, length, seed = 300, 12, 4, 16, 7
+    positions = torch.arange(n)
+    predicted = torch.zeros(n, dtype=torch.int32)
+
+    def batches(generator):
+        inputs, targets = random_windows(positions, batch, length, generator)
+        predicted.index_add_(
+            0, targets.flatten(), torch.ones(targets.numel(), dtype=torch.int32)
+        )
+        return inputs % 256, targets % 256
+
+    torch.manual_seed(0)
+    config = ModelConfig(
+        scheme="rope", d_model=16, num_heads=2, num_layers=1, max_positions=length
+    )
+    train(
+        ByteTransformer(config),
+        batches,
+        TrainConfig(steps=steps, batch_size=batch, seq_len=length, seed=seed),
+        progress=False,
+        evaluate=lambda model: model(torch.zeros(1, 4, dtype=torch.long)),
+        evaluate_at=[6, 12],
+    )
+    reads = target_reads(n, steps, batch, length, seed)
+    assert torch.equal(reads, predicted)
+    assert int(reads.sum()) == steps * batch * length and reads[0] == 0
+    # another seed draws other windows
+    assert not torch.equal(target_reads(n, steps, batch, length, seed + 1), reads)
+
+
+def test_target_reads_refuses_a_split_shorter_than_a_window():
+    with pytest.raises(ValueError, match="cannot hold a window of 16"):
+        target_reads(16, 1, 1, 16, 0)
+    with pytest.raises(ValueError, match="steps"):
+        target_reads(100, 0, 1, 16, 0)

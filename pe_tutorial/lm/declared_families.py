@@ -147,20 +147,39 @@ class FamilyDeclaration:
     def schemes(self) -> set[str]:
         return {s for claim in self.claims for s in claim.schemes}
 
-    def family(self, record: dict, entries: dict[str, dict], length: int) -> Family:
+    def family(
+        self,
+        record: dict,
+        entries: dict[str, dict],
+        length: int,
+        *,
+        prefix: str = "",
+        name: str | None = None,
+    ) -> Family:
         """The declared claims read from ``record``, whose entry for each scheme is
-        ``entries[scheme]``, at multiples of the training length ``length``; closed."""
+        ``entries[scheme]``, at multiples of the training length ``length``; closed.
+
+        ``prefix`` goes before every claim's key and ``name`` replaces the
+        family's printed name: the same declared claims read from a second record
+        (chapter 9 reads its long budget's claims at the short budget too) glue
+        under keys of their own and print under a name that says which run.
+        """
         missing = sorted(self.schemes - set(entries))
         if missing:
             raise ValueError(
                 f"family {self.name!r} declares claims on {missing}, which the "
                 f"entries given do not hold (they hold {sorted(entries)})"
             )
-        family = Family(self.name)
+        if not isinstance(prefix, str) or (prefix and not prefix.isidentifier()):
+            raise ValueError(
+                f"prefix {prefix!r}: a key's first part, letters, digits and "
+                "underscores (such as 'short_')"
+            )
+        family = Family(self.name if name is None else name)
         for claim in self.claims:
             if claim.b is None:
                 family.change(
-                    claim.key,
+                    prefix + claim.key,
                     record,
                     entries[claim.a],
                     claim.multiple * length,
@@ -168,7 +187,7 @@ class FamilyDeclaration:
                 )
             else:
                 family.compare(
-                    claim.key,
+                    prefix + claim.key,
                     record,
                     entries[claim.a],
                     entries[claim.b],
@@ -178,10 +197,17 @@ class FamilyDeclaration:
         return family
 
     def settle(
-        self, record: dict, entries: dict[str, dict], length: int, *, declared_in: str
+        self,
+        record: dict,
+        entries: dict[str, dict],
+        length: int,
+        *,
+        declared_in: str,
+        prefix: str = "",
+        name: str | None = None,
     ) -> Family:
         """``family``, then glued and printed as ``Family.settle`` does, with a first
         line saying where the family was declared."""
-        family = self.family(record, entries, length)
+        family = self.family(record, entries, length, prefix=prefix, name=name)
         print(f"declared in {declared_in} before its record was read")
         return family.settle()

@@ -52,6 +52,7 @@ __all__ = [
     "change",
     "paired_change",
     "train_gap",
+    "end_slope",
     "position_mean",
     "mean_and_std",
     "spread_rule_rates",
@@ -286,6 +287,44 @@ def train_gap(entry: dict, length: int) -> Gap:
     return _gap_of(
         [run["bpb"][str(length)] - run["train_split_bpb"] for run in entry["runs"]]
     )
+
+
+def end_slope(entry: dict, share: float = 0.1) -> float:
+    """How fast an entry's learning curve still falls at the end of training, in
+    bits per byte per 100 steps (positive: still falling; 0: flat).
+
+    The least-squares slope of the seeds' mean curve (``entry["curve"]``) over
+    the readings in the last ``share`` of training, steps ``s`` with
+    ``s >= (1 - share) * last step``, negated and scaled to 100 steps:
+
+        slope = -100 * sum((s - s_bar)(y - y_bar)) / sum((s - s_bar)^2).
+
+    Chapter 9 says per scheme how far from flat its curve is where it is read.
+    It needs two readings or more in that stretch; a curve read too sparsely
+    raises ``ValueError`` saying how many readings it has there.
+    """
+    if not 0 < share <= 1:
+        raise ValueError(f"share is a fraction of training in (0, 1], got {share!r}")
+    curve = entry.get("curve")
+    if not curve:
+        raise ValueError(
+            "this entry has no learning curve (recorded before curves were, or "
+            "with curve_points = 0): read a record made with curve points"
+        )
+    steps, mean = curve["steps"], curve["mean"]
+    start = (1 - share) * steps[-1]
+    points = [(s, y) for s, y in zip(steps, mean) if s >= start]
+    if len(points) < 2:
+        raise ValueError(
+            f"the last {share:.0%} of training (steps {start:g} to {steps[-1]}) holds "
+            f"{len(points)} reading of the curve; a slope needs two: pass a larger "
+            "share or record more curve points"
+        )
+    s_bar = sum(s for s, _ in points) / len(points)
+    y_bar = sum(y for _, y in points) / len(points)
+    covariance = sum((s - s_bar) * (y - y_bar) for s, y in points)
+    spread = sum((s - s_bar) ** 2 for s, _ in points)
+    return -100 * covariance / spread
 
 
 def _gap_of(differences: list[float]) -> Gap:

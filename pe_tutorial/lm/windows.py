@@ -2,6 +2,8 @@
 
 - ``random_windows``: the training batches, windows at random starts, inputs
   and next-byte targets;
+- ``target_reads``: how many times a training run's windows predict each byte
+  of the split, replayed from its seed (does a budget read a byte twice?);
 - ``starting_with``: every window's first byte set to one value, a sink a model
   can learn to park attention on (chapter 12);
 - ``evaluation_segments``: stretches of a split at seeded offsets spread evenly
@@ -20,6 +22,7 @@ from .data import ByteCorpus
 
 __all__ = [
     "random_windows",
+    "target_reads",
     "evaluation_segments",
     "segment_starts",
     "segment_files",
@@ -45,6 +48,45 @@ def random_windows(
     index = starts[:, None] + torch.arange(seq_len + 1)
     windows = data[index].long()
     return windows[:, :-1], windows[:, 1:]
+
+
+def target_reads(
+    data_len: int, steps: int, batch_size: int, seq_len: int, seed: int
+) -> torch.Tensor:
+    """How many times training predicts each byte of a split of ``data_len``
+    bytes: ``(data_len,)`` int32, replaying the run's windows.
+
+    ``train`` seeds one generator with the run's seed and each step draws
+    ``batch_size`` window starts from it (``random_windows``); nothing else
+    draws from it. Replaying those draws gives every window's targets, bytes
+    ``start + 1`` to ``start + seq_len``. Windows fall at random, so a budget
+    that reads half a split's bytes' worth still predicts some bytes twice
+    (chapter 9's long budget counts how many). Counts are summed with a
+    difference array: +1 where a window's targets begin, -1 past their end.
+    """
+    for value, name in (
+        (data_len, "data_len"),
+        (steps, "steps"),
+        (batch_size, "batch_size"),
+        (seq_len, "seq_len"),
+    ):
+        require_positive_int(value, name)
+    if data_len <= seq_len:
+        raise ValueError(
+            f"{data_len} bytes cannot hold a window of {seq_len} + 1 bytes"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    starts = torch.cat(
+        [
+            torch.randint(0, data_len - seq_len, (batch_size,), generator=generator)
+            for _ in range(steps)
+        ]
+    )
+    edges = torch.zeros(data_len + 1, dtype=torch.int32)
+    ones = torch.ones_like(starts, dtype=torch.int32)
+    edges.index_add_(0, starts + 1, ones)
+    edges.index_add_(0, starts + 1 + seq_len, -ones)
+    return edges.cumsum(0, dtype=torch.int32)[:data_len]
 
 
 def starting_with(tokens: torch.Tensor, byte: int | None) -> torch.Tensor:

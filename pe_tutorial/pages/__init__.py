@@ -2,6 +2,7 @@
 
 - ``plots``        the figure helpers the chapters share, and the book's style
 - ``interactive``  the interactive figures (Altair, Vega served by the book)
+- ``prose``        schemes named in sentences (their names, a list joined as English)
 - ``glue``         MyST-NB's ``glue`` when it is there, a plain print when not (Colab)
 - ``records``      recorded runs that are neither timings nor experiments (the
                    learned table of chapters 2 and 4)
