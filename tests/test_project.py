@@ -83,7 +83,48 @@ def test_notebook_committed_without_outputs(path):
             )
 
 
-@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def toc_sections(node, under: bool = False) -> set[str]:
+    """The files _toc.yml lists under a chapter's ``sections:`` (a page such as
+    9.1, which a first reading may skip), however deeply nested."""
+    found = set()
+    if isinstance(node, dict):
+        if under and "file" in node:
+            found.add(node["file"])
+        for key, value in node.items():
+            found |= toc_sections(value, under or key == "sections")
+    elif isinstance(node, list):
+        for item in node:
+            found |= toc_sections(item, under)
+    return found
+
+
+SECTION_PAGES = {
+    ROOT / f"{entry}.ipynb"
+    for entry in toc_sections(yaml.safe_load((ROOT / "_toc.yml").read_text()))
+}
+WHOLE_CHAPTERS = [p for p in CHAPTERS if p not in SECTION_PAGES]
+
+
+def test_toc_sections_finds_the_pages_under_a_chapter():
+    toc = {"parts": [{"chapters": [{"file": "a", "sections": [{"file": "a1"}]}]}]}
+    assert toc_sections(toc) == {"a1"}
+    assert ROOT / "book" / "09_experiments_more.ipynb" in SECTION_PAGES
+
+
+@pytest.mark.parametrize("path", sorted(SECTION_PAGES), ids=lambda p: p.name)
+def test_section_page_shape(path):
+    """A section page under a chapter (9.1): a title, figures, and a first
+    paragraph that says what it holds; its chapter carries the summary and the
+    exercises."""
+    cells = read_notebook(path)["cells"]
+    title = cell_text(cells[0])
+    assert cells[0]["cell_type"] == "markdown" and title.startswith("# ")
+    assert not re.match(r"# \d", title), "the toc numbers sections"
+    code = "\n".join(cell_text(c) for c in cells if c["cell_type"] == "code")
+    assert "plt.show()" in code
+
+
+@pytest.mark.parametrize("path", WHOLE_CHAPTERS, ids=lambda p: p.name)
 def test_chapter_shape(path):
     cells = read_notebook(path)["cells"]
     assert read_notebook(path)["metadata"]["kernelspec"]["name"] == "python3"
