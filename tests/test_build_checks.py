@@ -499,7 +499,7 @@ def test_the_book_executes_every_chapter_of_the_toc_side_by_side_before_building
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
 
-    def pages(entries):  # a chapter's file and its sections' (section 9.1), nested
+    def pages(entries):  # a chapter's file and its sections' (More experiments), nested
         for entry in entries:
             yield entry["file"]
             yield from pages(entry.get("sections", []))

@@ -85,7 +85,7 @@ def test_notebook_committed_without_outputs(path):
 
 def toc_sections(node, under: bool = False) -> set[str]:
     """The files _toc.yml lists under a chapter's ``sections:`` (a page such as
-    9.1, which a first reading may skip), however deeply nested."""
+    chapter 9's More experiments, which a first reading may skip), however deeply nested."""
     found = set()
     if isinstance(node, dict):
         if under and "file" in node:
@@ -113,7 +113,7 @@ def test_toc_sections_finds_the_pages_under_a_chapter():
 
 @pytest.mark.parametrize("path", sorted(SECTION_PAGES), ids=lambda p: p.name)
 def test_section_page_shape(path):
-    """A section page under a chapter (9.1): a title, figures, and a first
+    """A section page under a chapter (chapter 9's More experiments): a title, figures, and a first
     paragraph that says what it holds; its chapter carries the summary and the
     exercises."""
     cells = read_notebook(path)["cells"]
@@ -482,7 +482,7 @@ def test_sentences_splits_at_sentences_and_list_items_only():
 
 @pytest.mark.parametrize("path", BUDGETED, ids=lambda p: p.name)
 def test_a_short_budget_finding_says_its_budget(path):
-    """Chapter 9 and its section 9.1 (issue 66): the ranking is read at 3200
+    """Chapter 9 and its More experiments section (issue 66): the ranking is read at 3200
     steps, where it holds. A sentence quoting a finding of the 800-step runs'
     ranking families (a glued ``short_...`` value) says its budget in the same
     sentence, glued: "at {glue:text}`short_steps` steps"."""

@@ -1,4 +1,4 @@
-"""Schemes named in sentences (chapter 9 and its section 9.1).
+"""Schemes named in sentences (chapter 9 and its More experiments section).
 
 A page that builds a sentence from a record ("ahead of RoPE: T5, Shaw and
 DeBERTa") needs each scheme's name as prose says it and a list joined the way
