@@ -31,19 +31,25 @@ __all__ = [
 ]
 
 
+def _window_starts(
+    data_len: int, batch_size: int, seq_len: int, generator: torch.Generator
+) -> torch.Tensor:
+    """One batch's window starts, the only draw training makes from its generator
+    (``random_windows`` cuts the windows, ``target_reads`` replays the draws)."""
+    require_positive_int(batch_size, "batch_size")
+    require_positive_int(seq_len, "seq_len")
+    if data_len <= seq_len:
+        raise ValueError(
+            f"{data_len} bytes cannot hold a window of {seq_len} + 1 bytes"
+        )
+    return torch.randint(0, data_len - seq_len, (batch_size,), generator=generator)
+
+
 def random_windows(
     data: torch.Tensor, batch_size: int, seq_len: int, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch_size`` random windows of ``data``: inputs and next-byte targets, ``(B, T)`` int64."""
-    require_positive_int(batch_size, "batch_size")
-    require_positive_int(seq_len, "seq_len")
-    if data.numel() <= seq_len:
-        raise ValueError(
-            f"{data.numel()} bytes cannot hold a window of {seq_len} + 1 bytes"
-        )
-    starts = torch.randint(
-        0, data.numel() - seq_len, (batch_size,), generator=generator
-    )
+    starts = _window_starts(data.numel(), batch_size, seq_len, generator)
     # (B, T + 1) windows, then inputs = first T, targets = last T
     index = starts[:, None] + torch.arange(seq_len + 1)
     windows = data[index].long()
@@ -64,23 +70,11 @@ def target_reads(
     (chapter 9's long budget counts how many). Counts are summed with a
     difference array: +1 where a window's targets begin, -1 past their end.
     """
-    for value, name in (
-        (data_len, "data_len"),
-        (steps, "steps"),
-        (batch_size, "batch_size"),
-        (seq_len, "seq_len"),
-    ):
-        require_positive_int(value, name)
-    if data_len <= seq_len:
-        raise ValueError(
-            f"{data_len} bytes cannot hold a window of {seq_len} + 1 bytes"
-        )
+    require_positive_int(data_len, "data_len")
+    require_positive_int(steps, "steps")
     generator = torch.Generator().manual_seed(seed)
     starts = torch.cat(
-        [
-            torch.randint(0, data_len - seq_len, (batch_size,), generator=generator)
-            for _ in range(steps)
-        ]
+        [_window_starts(data_len, batch_size, seq_len, generator) for _ in range(steps)]
     )
     edges = torch.zeros(data_len + 1, dtype=torch.int32)
     ones = torch.ones_like(starts, dtype=torch.int32)
