@@ -176,6 +176,29 @@ def test_the_long_budget_rate_check_is_the_long_budget_one_grid_step_lower():
         assert theirs == mine, scheme
 
 
+def test_the_sinusoidal_rate_run_is_the_long_budget_at_the_checked_rate():
+    """long-budget-sinusoidal (issue 66) trains the sinusoidal table at the rate the
+    rate check found better, on the long budget's seeds the check did not use, and
+    is otherwise the long budget: chapter 9 pairs it with long-budget by seed."""
+    from pe_tutorial.experiments import PRESETS
+
+    long, checked = PRESETS["long-budget"], PRESETS["long-budget-rates"]
+    run = PRESETS["long-budget-sinusoidal"]
+    assert run.schemes == ("sinusoidal",)
+    assert run.seeds == long.seeds[1:] and not set(run.seeds) & set(checked.seeds)
+    assert dict(run.tuned) == {"sinusoidal": dict(checked.tuned)["sinusoidal"]}
+    assert dict(run.tuned)["sinusoidal"] != dict(long.tuned)["sinusoidal"]
+    same = replace(
+        run,
+        name=long.name,
+        schemes=long.schemes,
+        seeds=long.seeds,
+        tuned=long.tuned,
+        families=long.families,
+    )
+    assert same == long
+
+
 @pytest.mark.parametrize(
     ("name", "parent", "differ"),
     [
