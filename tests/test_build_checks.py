@@ -20,7 +20,7 @@ import check_executed  # noqa: E402
 import check_notebook_figures  # noqa: E402
 import check_pages  # noqa: E402
 import execute_notebooks  # noqa: E402
-from test_project import dry_run, needs_make, run_nbval  # noqa: E402
+from test_project import dry_run, needs_make, run_nbval, toc_files  # noqa: E402
 
 TAG = "nbval-check-output"
 
@@ -498,16 +498,9 @@ def test_the_book_executes_every_chapter_of_the_toc_side_by_side_before_building
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-
-    def pages(entries):  # a chapter's file and its sections' (More experiments), nested
-        for entry in entries:
-            yield entry["file"]
-            yield from pages(entry.get("sections", []))
-
-    listed = {
+    listed = {  # every chapter's file and its sections' (More experiments)
         page + ".ipynb"
-        for part in toc["parts"]
-        for page in pages(part["chapters"])
+        for page in toc_files(toc["parts"])
         if (ROOT / (page + ".ipynb")).is_file()
     }
     assert "book/09_experiments_more.ipynb" in listed
